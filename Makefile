@@ -1,0 +1,23 @@
+# ddx: PGXS build. `make && make install`; tests: scripts/test.sh
+EXTENSION = ddx
+MODULE_big = ddx
+DATA = ddx--0.1.sql
+PGFILEDESC = "ddx - differentiable SQL"
+
+OBJS = src/ddx.o \
+       src/core/rules.o src/core/program.o \
+       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o
+
+PG_CPPFLAGS = -I$(srcdir)/include
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type
+SHLIB_LINK = -lstdc++
+
+REGRESS = $(shell sed -n 's/^test: *//p' test/schedule | tr '\n' ' ')
+REGRESS_OPTS = --inputdir=test --outputdir=test/out --load-extension=ddx
+
+# No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,35 @@
+// The program builder: turns a loss relation into one SQL statement that
+// computes the loss's forward relations and then, rule by rule in reverse
+// topological order, the cotangent of every relation that gradient reaches.
+//
+// The statement returns rows (toid oid, tid tid, pidx int4, g float8): the
+// gradient of the loss with respect to parameter `pidx` in the row of table
+// `toid` at `tid`. One extra row with pidx = -1 carries the number of rows the
+// loss relation produced (the runner refuses more than one).
+//
+// Every relation is a MATERIALIZED CTE with a bigint `rid` unique within it,
+// so that a backward step pairs a cotangent with exactly the forward row it
+// belongs to, also for duplicate rows, and so that row numbering happens once.
+#pragma once
+
+#include <string>
+
+#include "ddx/core/ir.h"
+#include "ddx/core/pure.h"
+
+namespace ddx {
+
+struct Program {
+  std::string sql;
+  int forward_steps = 0;
+  int backward_steps = 0;
+};
+
+// Builds the gradient program of `loss` (one row, one differentiable column)
+// with respect to the scan columns whose Rel::param is >= 0. Throws Error.
+Program BuildGradientProgram(const RelP &loss);
+
+// The forward SQL of `loss` alone (its value), for checks and explain.
+std::string BuildForwardSql(const RelP &loss);
+
+}  // namespace ddx

@@ -1,0 +1,68 @@
+// Query -> IR: builds the relational IR of a loss from PostgreSQL's analyzed
+// Query trees (phase "PostgreSQL in"). Views are expanded, CTEs resolved by
+// name and level, functions and operators resolved by OID: a function counts
+// as differentiable only when it is a built-in of pg_catalog whose C symbol is
+// in the rule map (translate.cpp); everything else is emitted as an opaque,
+// schema-qualified call that may not carry gradient.
+//
+// Catalog calls go through PgCall, so a PostgreSQL error arrives here as a
+// ddx::Error; the caller reports it after the C++ frames are gone.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ddx/core/ir.h"
+#include "ddx/pg/guard.h"
+
+extern "C" {
+#include "nodes/parsenodes.h"
+}
+
+namespace ddx::pg {
+
+// A parameter column: grad(..., t.col) asks for ∂loss/∂col in every row of t.
+struct ParamTarget {
+  Oid relid = InvalidOid;
+  std::string attname;
+};
+
+// A Query and the Query levels around it, for CTE references (ctelevelsup).
+struct Scope {
+  Query *query = nullptr;
+  const Scope *parent = nullptr;
+};
+
+class Translator {
+ public:
+  Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids);
+
+  // The relation of a SELECT: its non-junk target list, in order.
+  RelP TranslateQuery(Query *q, const Scope *parent);
+  // A CTE of `owner`'s WITH list (memoized: a CTE read twice is one relation).
+  RelP TranslateCte(CommonTableExpr *cte, const Scope *owner);
+  // A view, expanded (memoized by OID).
+  RelP TranslateView(Oid relid);
+
+  struct Ctx;
+
+ private:
+  struct Rte;
+  RelP FromList(Query *q, List *fromlist, Node *quals, const Scope *scope, std::map<std::pair<int, int>, int> &map);
+  RelP JoinTreeItem(Query *q, Node *n, const Scope *scope, std::map<std::pair<int, int>, int> &map);
+  RelP RangeTableEntry(Query *q, int rtindex, const Scope *scope, std::vector<int> &attno_to_col);
+  RelP Table(RangeTblEntry *rte, std::vector<int> *attno_to_col);
+  RelP SetOp(Query *q, Node *n, const Scope *scope);
+  RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope, std::map<const SubLink *, int> &out);
+  ExprP Expr(Node *n, const Ctx &c);
+  ExprP Sublink(SubLink *sl, const Ctx &c);
+
+  std::vector<ParamTarget> params_;
+  std::vector<Oid> stop_oids_;
+  std::map<const CommonTableExpr *, RelP> ctes_;
+  std::map<Oid, RelP> views_;
+  std::map<const SubLink *, RelP> scalars_;
+};
+
+}  // namespace ddx::pg

@@ -1,0 +1,18 @@
+// ddx: differentiable SQL inside PostgreSQL. PG_MODULE_MAGIC and _PG_init only.
+#include "ddx/pg/hook.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/plancache.h"
+
+PG_MODULE_MAGIC;
+
+void _PG_init(void) {
+  ddx::pg::InstallHook();
+  // Statements parsed before the library was loaded still hold grad() as
+  // written; dropping cached plans makes them parse again, through the hook.
+  ResetPlanCache();
+}
+}

@@ -1,0 +1,214 @@
+// The runner: executes a gradient program and serves each row's gradient.
+//
+// ddx_grad_at(program, pidx, tableoid, ctid, value_is_null) is what grad()
+// becomes after the hook. On its first call in an execution it runs the
+// program (one read-only SPI statement under the statement's own snapshot)
+// and keeps the result, a hash (tableoid, ctid, pidx) -> gradient, in the
+// function's fn_mcxt: that is the executor's per-query context, so the result
+// lives exactly as long as this execution. All grad calls of one program in
+// one execution share it through a session list keyed by (context, program),
+// whose entries unlink themselves when the context is reset or deleted.
+//
+// Why read-only SPI with the active snapshot: _SPI_execute_plan uses
+// GetActiveSnapshot() unchanged when read_only is true (no
+// CommandCounterIncrement), so the program sees exactly the rows the calling
+// statement sees, also in an UPDATE of the parameter table itself, whose own
+// changes carry the current command id and are invisible to it.
+//
+// Why search_path = pg_catalog, pg_temp while the program runs: the emitted SQL
+// names built-in functions and operators unqualified; user objects are always
+// schema-qualified. Nothing planted on the user's search_path can change what
+// the program computes. Plans are prepared once per session (SPI_keepplan)
+// under that same setting, so plancache's search_path check keeps them valid.
+//
+// This file is C-style C++: no object with a destructor lives in a frame that
+// a PostgreSQL error can longjmp over.
+#include <cstring>
+
+extern "C" {
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "storage/itemptr.h"
+
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+PG_FUNCTION_INFO_V1(ddx_grad);
+PG_FUNCTION_INFO_V1(ddx_grad_at);
+PG_FUNCTION_INFO_V1(ddx_stop_gradient);
+}
+
+namespace {
+
+struct GradKey {
+  Oid toid;
+  ItemPointerData tid;
+  int32 pidx;
+};
+
+struct GradEntry {
+  GradKey key;
+  double g;
+};
+
+// A program's result for one execution (allocated in that execution's context).
+struct ExecResult {
+  MemoryContext owner;
+  char *sql;
+  HTAB *grads;
+  MemoryContextCallback cb;
+  ExecResult *next;
+};
+
+ExecResult *exec_results = nullptr;
+
+void ForgetResult(void *arg) {
+  ExecResult **p = &exec_results;
+  while (*p && *p != arg) p = &(*p)->next;
+  if (*p) *p = (*p)->next;
+}
+
+// Session cache of prepared programs (TopMemoryContext), most recent first.
+struct KeptPlan {
+  char *sql;
+  SPIPlanPtr plan;
+  KeptPlan *next;
+};
+KeptPlan *kept_plans = nullptr;
+constexpr int kMaxKeptPlans = 64;
+
+SPIPlanPtr KeptPlanFor(const char *sql) {
+  KeptPlan **p = &kept_plans;
+  int n = 0;
+  for (; *p; p = &(*p)->next, n++) {
+    if (strcmp((*p)->sql, sql) == 0) {
+      KeptPlan *hit = *p;
+      *p = hit->next;  // move to front
+      hit->next = kept_plans;
+      kept_plans = hit;
+      return hit->plan;
+    }
+  }
+  SPIPlanPtr plan = SPI_prepare(sql, 0, NULL);
+  if (!plan) elog(ERROR, "ddx: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  if (SPI_keepplan(plan)) elog(ERROR, "ddx: SPI_keepplan failed");
+  KeptPlan *k = (KeptPlan *)MemoryContextAlloc(TopMemoryContext, sizeof(KeptPlan));
+  k->sql = MemoryContextStrdup(TopMemoryContext, sql);
+  k->plan = plan;
+  k->next = kept_plans;
+  kept_plans = k;
+  if (n + 1 > kMaxKeptPlans) {  // drop the least recently used
+    KeptPlan **last = &kept_plans;
+    while ((*last)->next) last = &(*last)->next;
+    KeptPlan *old = *last;
+    *last = nullptr;
+    SPI_freeplan(old->plan);
+    pfree(old->sql);
+    pfree(old);
+  }
+  return plan;
+}
+
+// Runs the program; returns its gradients in a hash allocated in `owner`.
+HTAB *RunProgram(const char *sql, MemoryContext owner) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+  int nest = NewGUCNestLevel();
+  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+  SPIPlanPtr plan = KeptPlanFor(sql);
+  int rc = SPI_execute_plan(plan, NULL, NULL, true, 0);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
+  AtEOXact_GUC(true, nest);
+
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof ctl);
+  ctl.keysize = sizeof(GradKey);
+  ctl.entrysize = sizeof(GradEntry);
+  ctl.hcxt = owner;
+  HTAB *h = hash_create("ddx gradients", (long)Max(SPI_processed, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  double loss_rows = 0;
+  TupleDesc td = SPI_tuptable->tupdesc;
+  for (uint64 i = 0; i < SPI_processed; i++) {
+    HeapTuple tup = SPI_tuptable->vals[i];
+    bool n_toid, n_tid, n_pidx, n_g;
+    Datum d_toid = SPI_getbinval(tup, td, 1, &n_toid);
+    Datum d_tid = SPI_getbinval(tup, td, 2, &n_tid);
+    Datum d_pidx = SPI_getbinval(tup, td, 3, &n_pidx);
+    Datum d_g = SPI_getbinval(tup, td, 4, &n_g);
+    int32 pidx = n_pidx ? -2 : DatumGetInt32(d_pidx);
+    double g = n_g ? 0.0 : DatumGetFloat8(d_g);
+    if (pidx == -1) {
+      loss_rows = g;
+      continue;
+    }
+    if (n_toid || n_tid || pidx < 0) continue;
+    GradKey key;
+    memset(&key, 0, sizeof key);
+    key.toid = DatumGetObjectId(d_toid);
+    key.tid = *(ItemPointer)DatumGetPointer(d_tid);
+    key.pidx = pidx;
+    GradEntry *e = (GradEntry *)hash_search(h, &key, HASH_ENTER, NULL);
+    e->g = g;
+  }
+  SPI_finish();
+  if (loss_rows > 1)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("the loss must be one row and one number"),
+                    errdetail("The loss returned %.0f rows.", loss_rows),
+                    errhint("Aggregate the loss to a single row, e.g. SELECT avg(...) AS l.")));
+  return h;
+}
+
+}  // namespace
+
+extern "C" {
+
+// grad() as written: only reached when the hook did not see the statement.
+Datum ddx_grad(PG_FUNCTION_ARGS) {
+  ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                  errmsg("grad() was not rewritten by ddx"),
+                  errdetail("The ddx library was not loaded in this session when the statement was parsed."),
+                  errhint("Add ddx to shared_preload_libraries; or run the statement again: the library is loaded "
+                          "now and cached plans have been reset.")));
+  PG_RETURN_NULL();
+}
+
+Datum ddx_grad_at(PG_FUNCTION_ARGS) {
+  if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
+  ExecResult *r = (ExecResult *)fcinfo->flinfo->fn_extra;
+  if (!r) {
+    MemoryContext owner = fcinfo->flinfo->fn_mcxt;
+    char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    for (r = exec_results; r; r = r->next)
+      if (r->owner == owner && strcmp(r->sql, sql) == 0) break;
+    if (!r) {
+      HTAB *grads = RunProgram(sql, owner);
+      r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
+      r->owner = owner;
+      r->sql = MemoryContextStrdup(owner, sql);
+      r->grads = grads;
+      r->cb.func = ForgetResult;
+      r->cb.arg = r;
+      MemoryContextRegisterResetCallback(owner, &r->cb);
+      r->next = exec_results;
+      exec_results = r;
+    }
+    pfree(sql);
+    fcinfo->flinfo->fn_extra = r;
+  }
+  GradKey key;
+  memset(&key, 0, sizeof key);
+  key.toid = PG_GETARG_OID(2);
+  key.tid = *(ItemPointer)PG_GETARG_POINTER(3);
+  key.pidx = PG_GETARG_INT32(1);
+  GradEntry *e = (GradEntry *)hash_search(r->grads, &key, HASH_FIND, NULL);
+  PG_RETURN_FLOAT8(e ? e->g : 0.0);
+}
+
+Datum ddx_stop_gradient(PG_FUNCTION_ARGS) { PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0)); }
+
+}  // extern "C"

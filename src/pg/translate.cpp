@@ -1,0 +1,972 @@
+// Query -> IR (see translate.h).
+#include "ddx/pg/translate.h"
+
+#include <algorithm>
+#include <cstring>
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
+#include "access/stratnum.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+}
+
+namespace ddx::pg {
+
+using ColMap = std::map<std::pair<int, int>, int>;
+
+// The context an expression is translated in.
+struct Translator::Ctx {
+  const ColMap *map = nullptr;  // (varno, varattno) -> column, for Vars of this level
+  Query *q = nullptr;
+  int side = 0;                 // side of this level's columns
+  const Ctx *outer = nullptr;   // the level a correlated reference (varlevelsup 1) points to
+  const Scope *scope = nullptr;
+  // After aggregation: expressions equal() to a group key or an aggregate
+  // become columns; nothing else may reference the input.
+  const std::vector<Node *> *group_exprs = nullptr;
+  const std::vector<Node *> *aggrefs = nullptr;
+  int agg_base = 0;
+  const std::map<const SubLink *, int> *scalars = nullptr;  // scalar sublink -> column
+  const std::vector<ExprP> *sublink_params = nullptr;       // PARAM_SUBLINK id-1 -> value
+  ExprP case_test;
+};
+
+namespace {
+
+[[noreturn]] void Refuse(const std::string &what, const std::string &detail = "", const std::string &hint = "") {
+  throw Error(sqlstate::kFeatureNotSupported, what, detail, hint);
+}
+
+// --- catalog helpers: each one PostgreSQL call behind PgCall ---------------
+
+std::string Str(const char *s) { return s ? std::string(s) : std::string(); }
+
+std::string TypeSql(Oid typid, int32 typmod) {
+  if (typid == FLOAT8OID) return "pg_catalog.float8";
+  if (typid == FLOAT4OID) return "pg_catalog.float4";
+  return Str(PgCall([&] { return format_type_extended(typid, typmod, FORMAT_TYPE_FORCE_QUALIFY | FORMAT_TYPE_TYPEMOD_GIVEN); }));
+}
+
+Type MakeType(Oid typid, int32 typmod) {
+  return Type{TypeSql(typid, typmod), typid == FLOAT8OID || typid == FLOAT4OID || typid == NUMERICOID};
+}
+
+Type ExprTypeOf(Node *n) { return MakeType(exprType(n), exprTypmod(n)); }
+
+std::string Qualified(Oid nsp, const char *name) {
+  return Str(PgCall([&] { return quote_qualified_identifier(get_namespace_name(nsp), name); }));
+}
+
+struct FuncInfo {
+  std::string qualified;  // schema.name, quoted
+  std::string name;       // for messages
+  std::string internal;   // prosrc of a pg_catalog internal function, else ""
+  bool is_volatile = false;
+  bool retset = false;
+};
+
+FuncInfo Func(Oid funcid) {
+  FuncInfo fi;
+  struct Raw {
+    char *qualified;
+    char *name;
+    char *internal;
+    char vol;
+    bool retset;
+  };
+  Raw raw = PgCall([&] {
+    Raw r{nullptr, nullptr, nullptr, 'v', false};
+    HeapTuple tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+    if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for function %u", funcid);
+    Form_pg_proc p = (Form_pg_proc)GETSTRUCT(tp);
+    r.name = pstrdup(NameStr(p->proname));
+    r.qualified = quote_qualified_identifier(get_namespace_name(p->pronamespace), NameStr(p->proname));
+    r.vol = p->provolatile;
+    r.retset = p->proretset;
+    if (p->pronamespace == PG_CATALOG_NAMESPACE && p->prolang == INTERNALlanguageId) {
+      bool isnull;
+      Datum src = SysCacheGetAttr(PROCOID, tp, Anum_pg_proc_prosrc, &isnull);
+      if (!isnull) r.internal = TextDatumGetCString(src);
+    }
+    ReleaseSysCache(tp);
+    return r;
+  });
+  fi.qualified = Str(raw.qualified);
+  fi.name = Str(raw.name);
+  fi.internal = Str(raw.internal);
+  fi.is_volatile = raw.vol == PROVOLATILE_VOLATILE;
+  fi.retset = raw.retset;
+  return fi;
+}
+
+// The derivative rule of a pg_catalog built-in, by its C symbol; "" if none.
+const char *RuleOf(const std::string &internal) {
+  static const struct {
+    const char *src, *rule;
+  } kMap[] = {
+      {"float4pl", "add"},      {"float8pl", "add"},        {"float48pl", "add"},       {"float84pl", "add"},
+      {"numeric_add", "add"},   {"float4mi", "sub"},        {"float8mi", "sub"},        {"float48mi", "sub"},
+      {"float84mi", "sub"},     {"numeric_sub", "sub"},     {"float4mul", "mul"},       {"float8mul", "mul"},
+      {"float48mul", "mul"},    {"float84mul", "mul"},      {"numeric_mul", "mul"},     {"float4div", "div"},
+      {"float8div", "div"},     {"float48div", "div"},      {"float84div", "div"},      {"numeric_div", "div"},
+      {"float4um", "neg"},      {"float8um", "neg"},        {"numeric_uminus", "neg"},  {"float4up", "pos"},
+      {"float8up", "pos"},      {"numeric_uplus", "pos"},   {"dexp", "exp"},            {"numeric_exp", "exp"},
+      {"dlog1", "ln"},          {"numeric_ln", "ln"},       {"dlog10", "log10"},        {"dsqrt", "sqrt"},
+      {"numeric_sqrt", "sqrt"}, {"dpow", "pow"},            {"numeric_power", "pow"},   {"float4abs", "abs"},
+      {"float8abs", "abs"},     {"numeric_abs", "abs"},     {"dsin", "sin"},            {"dcos", "cos"},
+      {"dtan", "tan"},          {"dasin", "asin"},          {"dacos", "acos"},          {"datan", "atan"},
+      {"dsinh", "sinh"},        {"dcosh", "cosh"},          {"dtanh", "tanh"},          {"ftod", "cast"},
+      {"dtof", "cast"},         {"numeric_float8", "cast"}, {"numeric_float4", "cast"}, {"float8_numeric", "cast"},
+      {"float4_numeric", "cast"}, {"i2tod", "cast"},        {"i4tod", "cast"},          {"i8tod", "cast"},
+      {"i2tof", "cast"},        {"i4tof", "cast"},          {"i8tof", "cast"},          {"int4_numeric", "cast"},
+      {"int8_numeric", "cast"}, {"int2_numeric", "cast"},
+  };
+  if (internal.empty()) return "";
+  for (const auto &m : kMap)
+    if (internal == m.src) return m.rule;
+  return "";
+}
+
+std::string ConstSql(Const *c) {
+  std::string type = TypeSql(c->consttype, c->consttypmod);
+  if (c->constisnull) return "NULL::" + type;
+  std::string lit = Str(PgCall([&] {
+    Oid out;
+    bool varlena;
+    getTypeOutputInfo(c->consttype, &out, &varlena);
+    return quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue));
+  }));
+  return "(" + lit + "::" + type + ")";
+}
+
+std::string OperatorSql(Oid opno, bool prefix) {
+  return Str(PgCall([&] {
+    HeapTuple tp = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+    if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for operator %u", opno);
+    Form_pg_operator op = (Form_pg_operator)GETSTRUCT(tp);
+    char *s = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)), NameStr(op->oprname));
+    ReleaseSysCache(tp);
+    return s;
+  })) + (prefix ? "" : "");
+}
+
+int RelNatts(Oid relid) {
+  return PgCall([&] {
+    HeapTuple tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for relation %u", relid);
+    int n = ((Form_pg_class)GETSTRUCT(tp))->relnatts;
+    ReleaseSysCache(tp);
+    return n;
+  });
+}
+
+bool InSameInheritanceTree(Oid a, Oid b) {
+  if (a == b) return true;
+  return PgCall([&] {
+    return list_member_oid(find_all_inheritors(a, NoLock, NULL), b) ||
+           list_member_oid(find_all_inheritors(b, NoLock, NULL), a);
+  });
+}
+
+ExprP MakeCol(int col, int side, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Col;
+  e->col = col;
+  e->side = side;
+  e->type = std::move(t);
+  return e;
+}
+
+ExprP MakeOpaque(std::string tmpl, std::string name, std::vector<ExprP> args, Type t, bool vol = false) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Opaque;
+  e->text = std::move(tmpl);
+  e->name = std::move(name);
+  e->args = std::move(args);
+  e->type = std::move(t);
+  e->is_volatile = vol;
+  return e;
+}
+
+ExprP MakeCall(std::string rule, std::vector<ExprP> args, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Call;
+  e->text = std::move(rule);
+  e->args = std::move(args);
+  e->type = std::move(t);
+  return e;
+}
+
+const Type kBool{"pg_catalog.bool", false};
+
+std::string Placeholders(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; i++) s += (i ? ", $" : "$") + std::to_string(i + 1);
+  return s;
+}
+
+// Scalar (EXPR) sublinks of one query level, not descending into subqueries.
+bool CollectScalarSublinks(Node *n, std::vector<SubLink *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, SubLink)) {
+    auto *sl = castNode(SubLink, n);
+    if (sl->subLinkType == EXPR_SUBLINK && std::find(out->begin(), out->end(), sl) == out->end()) out->push_back(sl);
+    return CollectScalarSublinks(sl->testexpr, out);
+  }
+  return expression_tree_walker(n, (bool (*)())CollectScalarSublinks, out);
+}
+
+bool CollectAggrefs(Node *n, std::vector<Node *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, Aggref)) {
+    for (Node *a : *out)
+      if (equal(a, n)) return false;
+    out->push_back(n);
+    return false;
+  }
+  return expression_tree_walker(n, (bool (*)())CollectAggrefs, out);
+}
+
+RelP NewRel(RelKind k) {
+  auto r = std::make_shared<Rel>();
+  r->kind = k;
+  return r;
+}
+
+RelP MakeJoin(RelP l, RelP r, JoinKind jk, ExprP cond) {
+  RelP j = NewRel(RelKind::Join);
+  j->cols = l->cols;
+  j->cols.insert(j->cols.end(), r->cols.begin(), r->cols.end());
+  j->inputs = {std::move(l), std::move(r)};
+  j->join = jk;
+  j->cond = std::move(cond);
+  return j;
+}
+
+RelP MakeFilter(RelP in, ExprP cond) {
+  RelP f = NewRel(RelKind::Filter);
+  f->cols = in->cols;
+  f->inputs = {std::move(in)};
+  f->cond = std::move(cond);
+  return f;
+}
+
+RelP MakeProject(RelP in, std::vector<ExprP> exprs) {
+  RelP p = NewRel(RelKind::Project);
+  for (const auto &e : exprs) p->cols.push_back(e->type);
+  p->inputs = {std::move(in)};
+  p->exprs = std::move(exprs);
+  return p;
+}
+
+ExprP AndAll(const std::vector<ExprP> &v) {
+  if (v.empty()) return nullptr;
+  if (v.size() == 1) return v[0];
+  std::string t;
+  for (size_t i = 0; i < v.size(); i++) t += (i ? " AND $" : "($") + std::to_string(i + 1);
+  return MakeOpaque(t + ")", "AND", v, kBool);
+}
+
+void CheckQuery(Query *q) {
+  if (q->commandType != CMD_SELECT || q->hasModifyingCTE)
+    Refuse("data-modifying statement in the loss", "The loss and the relations it reads must be SELECT queries.");
+  if (q->hasRecursive) Refuse("recursive query in the loss", "WITH RECURSIVE has no reverse rule.");
+  if (q->hasWindowFuncs)
+    Refuse("window function in the loss", "Window functions are not differentiated yet.",
+           "Write the computation with GROUP BY and a join.");
+  if (q->hasTargetSRFs) Refuse("set-returning function in a target list of the loss");
+  if (q->groupingSets) Refuse("GROUPING SETS, ROLLUP or CUBE in the loss");
+  if (q->hasDistinctOn) Refuse("DISTINCT ON in the loss", "", "Use GROUP BY with MIN or MAX.");
+  if (q->hasForUpdate || q->rowMarks) Refuse("FOR UPDATE or FOR SHARE in the loss");
+  if (q->limitOption == LIMIT_OPTION_WITH_TIES) Refuse("FETCH ... WITH TIES in the loss");
+}
+
+}  // namespace
+
+Translator::Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids)
+    : params_(std::move(params)), stop_oids_(std::move(stop_gradient_oids)) {}
+
+RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
+  struct Raw {
+    char relkind;
+    Oid nsp;
+    char *name;
+  };
+  Raw raw = PgCall([&] { return Raw{get_rel_relkind(rte->relid), get_rel_namespace(rte->relid), get_rel_name(rte->relid)}; });
+  if (raw.relkind == RELKIND_VIEW) return TranslateView(rte->relid);
+  if (raw.relkind != RELKIND_RELATION && raw.relkind != RELKIND_PARTITIONED_TABLE && raw.relkind != RELKIND_MATVIEW &&
+      raw.relkind != RELKIND_FOREIGN_TABLE)
+    Refuse("relation \"" + Str(raw.name) + "\" cannot be read by a loss", "Only tables, views and materialized views can.");
+  if (rte->tablesample) Refuse("TABLESAMPLE in the loss");
+  RelP r = NewRel(RelKind::Scan);
+  r->table = Qualified(raw.nsp, raw.name);
+  r->only = !rte->inh;
+  // Every live column, in attribute order (attno_to_col is derived the same way).
+  struct Att {
+    Oid type;
+    int32 typmod;
+    char *name;
+    bool dropped;
+  };
+  int natts = PgCall([&] { return RelNatts(rte->relid); });
+  std::vector<bool> matches(params_.size());
+  for (size_t p = 0; p < params_.size(); p++) matches[p] = InSameInheritanceTree(params_[p].relid, rte->relid);
+  attno_to_col->assign(natts + 1, -1);
+  for (int a = 1; a <= natts; a++) {
+    Att att = PgCall([&] {
+      Att x{InvalidOid, -1, nullptr, true};
+      HeapTuple tp = SearchSysCache2(ATTNUM, ObjectIdGetDatum(rte->relid), Int16GetDatum(a));
+      if (HeapTupleIsValid(tp)) {
+        Form_pg_attribute at = (Form_pg_attribute)GETSTRUCT(tp);
+        x = Att{at->atttypid, at->atttypmod, pstrdup(NameStr(at->attname)), at->attisdropped};
+        ReleaseSysCache(tp);
+      }
+      return x;
+    });
+    if (att.dropped) continue;
+    (*attno_to_col)[a] = static_cast<int>(r->names.size());
+    r->names.push_back(Str(PgCall([&] { return quote_identifier(att.name); })));
+    r->cols.push_back(MakeType(att.type, att.typmod));
+    int param = -1;
+    for (size_t p = 0; p < params_.size(); p++)
+      if (matches[p] && params_[p].attname == Str(att.name)) param = static_cast<int>(p);
+    r->param.push_back(param);
+  }
+  return r;
+}
+
+RelP Translator::TranslateView(Oid relid) {
+  auto it = views_.find(relid);
+  if (it != views_.end()) return it->second;
+  Query *vq = PgCall([&] {
+    Relation rel = table_open(relid, AccessShareLock);
+    Query *q = (Query *)copyObjectImpl(get_view_query(rel));
+    table_close(rel, AccessShareLock);
+    return q;
+  });
+  RelP r = TranslateQuery(vq, nullptr);
+  views_[relid] = r;
+  return r;
+}
+
+RelP Translator::TranslateCte(CommonTableExpr *cte, const Scope *owner) {
+  auto it = ctes_.find(cte);
+  if (it != ctes_.end()) return it->second;
+  if (cte->cterecursive) Refuse("recursive CTE \"" + Str(cte->ctename) + "\" in the loss");
+  if (!IsA(cte->ctequery, Query) || castNode(Query, cte->ctequery)->commandType != CMD_SELECT)
+    Refuse("data-modifying CTE \"" + Str(cte->ctename) + "\" in the loss");
+  RelP r = TranslateQuery(castNode(Query, cte->ctequery), owner);
+  ctes_[cte] = r;
+  return r;
+}
+
+RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std::vector<int> &attno_to_col) {
+  RangeTblEntry *rte = rt_fetch(rtindex, q->rtable);
+  if (rte->lateral) Refuse("LATERAL in the loss");
+  RelP r;
+  switch (rte->rtekind) {
+    case RTE_RELATION:
+      r = Table(rte, &attno_to_col);
+      if (r->kind == RelKind::Scan) return r;
+      break;
+    case RTE_SUBQUERY:
+      r = TranslateQuery(rte->subquery, scope);
+      break;
+    case RTE_CTE: {
+      const Scope *owner = scope;
+      for (Index l = 0; l < rte->ctelevelsup && owner; l++) owner = owner->parent;
+      if (!owner) throw Error(sqlstate::kInternalError, "ddx internal error: CTE scope not found");
+      CommonTableExpr *found = nullptr;
+      ListCell *lc;
+      foreach (lc, owner->query->cteList) {
+        auto *cte = lfirst_node(CommonTableExpr, lc);
+        if (strcmp(cte->ctename, rte->ctename) == 0) found = cte;
+      }
+      if (!found) throw Error(sqlstate::kInternalError, "ddx internal error: CTE not found");
+      r = TranslateCte(found, owner);
+      break;
+    }
+    case RTE_VALUES: {
+      r = NewRel(RelKind::Values);
+      Ctx none;
+      ListCell *lr, *lv;
+      foreach (lr, rte->values_lists) {
+        std::vector<ExprP> row;
+        foreach (lv, (List *)lfirst(lr)) row.push_back(Expr((Node *)lfirst(lv), none));
+        r->rows.push_back(row);
+      }
+      ListCell *lt, *lm;
+      forboth(lt, rte->coltypes, lm, rte->coltypmods) r->cols.push_back(MakeType(lfirst_oid(lt), lfirst_int(lm)));
+      break;
+    }
+    case RTE_FUNCTION: {
+      if (list_length(rte->functions) != 1 || rte->funcordinality)
+        Refuse("function in FROM of the loss", "Only a single set-returning function of one column, without ORDINALITY.");
+      auto *rtf = linitial_node(RangeTblFunction, rte->functions);
+      Oid rettype = exprType(rtf->funcexpr);
+      bool composite = PgCall([&] { return type_is_rowtype(rettype); });
+      if (rtf->funccolcount != 1 || composite)
+        Refuse("function in FROM of the loss", "Only a single set-returning function of one column, without ORDINALITY.");
+      r = NewRel(RelKind::Function);
+      Ctx none;
+      none.q = q;
+      r->exprs = {Expr(rtf->funcexpr, none)};
+      r->cols = {ExprTypeOf(rtf->funcexpr)};
+      break;
+    }
+    default:
+      Refuse("this kind of FROM item is not supported in the loss");
+  }
+  attno_to_col.assign(r->cols.size() + 1, -1);
+  for (size_t i = 0; i < r->cols.size(); i++) attno_to_col[i + 1] = static_cast<int>(i);
+  return r;
+}
+
+RelP Translator::JoinTreeItem(Query *q, Node *n, const Scope *scope, ColMap &map) {
+  if (IsA(n, RangeTblRef)) {
+    int rtindex = castNode(RangeTblRef, n)->rtindex;
+    std::vector<int> attno_to_col;
+    RelP r = RangeTableEntry(q, rtindex, scope, attno_to_col);
+    for (size_t a = 1; a < attno_to_col.size(); a++)
+      if (attno_to_col[a] >= 0) map[{rtindex, static_cast<int>(a)}] = attno_to_col[a];
+    return r;
+  }
+  if (IsA(n, FromExpr)) {
+    auto *fe = castNode(FromExpr, n);
+    return FromList(q, fe->fromlist, fe->quals, scope, map);
+  }
+  if (IsA(n, JoinExpr)) {
+    auto *je = castNode(JoinExpr, n);
+    ColMap lm, rm;
+    RelP l = JoinTreeItem(q, je->larg, scope, lm);
+    RelP r = JoinTreeItem(q, je->rarg, scope, rm);
+    JoinKind jk;
+    switch (je->jointype) {
+      case JOIN_INNER:
+        jk = JoinKind::Inner;
+        break;
+      case JOIN_LEFT:
+        jk = JoinKind::Left;
+        break;
+      case JOIN_RIGHT:
+        jk = JoinKind::Left;
+        std::swap(l, r);
+        std::swap(lm, rm);
+        break;
+      case JOIN_FULL:
+        jk = JoinKind::Full;
+        break;
+      default:
+        Refuse("this kind of join is not supported in the loss");
+    }
+    int nl = static_cast<int>(l->cols.size());
+    for (auto &[k, v] : lm) map[k] = v;
+    for (auto &[k, v] : rm) map[k] = v + nl;
+    ExprP cond;
+    if (je->quals) {
+      std::vector<SubLink *> links;
+      CollectScalarSublinks(je->quals, &links);
+      if (!links.empty()) Refuse("scalar subquery in a JOIN condition of the loss", "", "Move it to WHERE.");
+      Ctx c;
+      c.map = &map;
+      c.q = q;
+      c.scope = scope;
+      cond = Expr(je->quals, c);
+    }
+    return MakeJoin(l, r, jk, cond);
+  }
+  Refuse("this FROM item is not supported in the loss");
+}
+
+RelP Translator::FromList(Query *q, List *fromlist, Node *quals, const Scope *scope, ColMap &map) {
+  RelP rel;
+  ListCell *lc;
+  foreach (lc, fromlist) {
+    ColMap m;
+    RelP r = JoinTreeItem(q, (Node *)lfirst(lc), scope, m);
+    if (!rel) {
+      rel = r;
+      map = m;
+    } else {
+      int nl = static_cast<int>(rel->cols.size());
+      for (auto &[k, v] : m) map[k] = v + nl;
+      rel = MakeJoin(rel, r, JoinKind::Inner, nullptr);
+    }
+  }
+  if (!rel) {  // no FROM: one row
+    rel = NewRel(RelKind::Values);
+    auto one = std::make_shared<ddx::Expr>();
+    one->kind = ExprKind::Const;
+    one->text = "1";
+    one->type = Type{"pg_catalog.int4", false};
+    rel->rows = {{one}};
+    rel->cols = {one->type};
+  }
+  if (quals) {  // a nested FromExpr's own quals
+    Ctx c;
+    c.map = &map;
+    c.q = q;
+    c.scope = scope;
+    rel = MakeFilter(rel, Expr(quals, c));
+  }
+  return rel;
+}
+
+RelP Translator::JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope,
+                             std::map<const SubLink *, int> &out) {
+  for (SubLink *sl : links) {
+    RelP s;
+    auto it = scalars_.find(sl);
+    if (it != scalars_.end()) {
+      s = it->second;
+    } else {
+      RelP sub = TranslateQuery(castNode(Query, sl->subselect), scope);
+      if (sub->cols.size() != 1) Refuse("scalar subquery of more than one column");
+      s = NewRel(RelKind::Scalar);
+      s->cols = sub->cols;
+      s->inputs = {sub};
+      scalars_[sl] = s;
+    }
+    out[sl] = static_cast<int>(rel->cols.size());
+    rel = MakeJoin(rel, s, JoinKind::Inner, nullptr);
+  }
+  return rel;
+}
+
+RelP Translator::SetOp(Query *q, Node *n, const Scope *scope) {
+  if (IsA(n, RangeTblRef)) {
+    RangeTblEntry *rte = rt_fetch(castNode(RangeTblRef, n)->rtindex, q->rtable);
+    return TranslateQuery(rte->subquery, scope);
+  }
+  auto *so = castNode(SetOperationStmt, n);
+  if (so->op != SETOP_UNION) Refuse("INTERSECT or EXCEPT in the loss", "Only UNION and UNION ALL have a reverse rule.");
+  RelP u = NewRel(RelKind::UnionAll);
+  u->inputs = {SetOp(q, so->larg, scope), SetOp(q, so->rarg, scope)};
+  ListCell *lt, *lm;
+  forboth(lt, so->colTypes, lm, so->colTypmods) u->cols.push_back(MakeType(lfirst_oid(lt), lfirst_int(lm)));
+  if (so->all) return u;
+  RelP d = NewRel(RelKind::Aggregate);
+  d->cols = u->cols;
+  d->inputs = {u};
+  d->nkeys = static_cast<int>(u->cols.size());
+  d->grouped = d->distinct = true;
+  return d;
+}
+
+RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
+  CheckQuery(q);
+  Scope scope{q, parent};
+  RelP rel;
+  std::vector<ExprP> outputs;
+  std::vector<TargetEntry *> tlist;
+  ListCell *lc;
+  foreach (lc, q->targetList) tlist.push_back(lfirst_node(TargetEntry, lc));
+
+  if (q->setOperations) {
+    rel = SetOp(q, q->setOperations, &scope);
+    if (tlist.size() != rel->cols.size()) Refuse("set operation with extra target entries in the loss");
+  } else {
+    ColMap map;
+    rel = FromList(q, q->jointree->fromlist, nullptr, &scope, map);
+    std::vector<SubLink *> links;
+    CollectScalarSublinks(q->jointree->quals, &links);
+    for (TargetEntry *te : tlist) CollectScalarSublinks((Node *)te->expr, &links);
+    CollectScalarSublinks(q->havingQual, &links);
+    std::map<const SubLink *, int> pre;
+    rel = JoinScalars(rel, links, &scope, pre);
+    Ctx c;
+    c.map = &map;
+    c.q = q;
+    c.scope = &scope;
+    c.scalars = &pre;
+    if (q->jointree->quals) rel = MakeFilter(rel, Expr(q->jointree->quals, c));
+    if (q->hasAggs || q->groupClause || q->havingQual) {
+      std::vector<Node *> groups, aggrefs;
+      foreach (lc, q->groupClause)
+        groups.push_back((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lc), q->targetList));
+      for (TargetEntry *te : tlist) CollectAggrefs((Node *)te->expr, &aggrefs);
+      CollectAggrefs(q->havingQual, &aggrefs);
+      std::vector<ExprP> pre_exprs;
+      for (Node *g : groups) pre_exprs.push_back(Expr(g, c));
+      RelP agg = NewRel(RelKind::Aggregate);
+      agg->nkeys = static_cast<int>(groups.size());
+      agg->grouped = !groups.empty();
+      for (Node *g : groups) agg->cols.push_back(ExprTypeOf(g));
+      for (Node *n : aggrefs) {
+        auto *ar = castNode(Aggref, n);
+        FuncInfo fi = Func(ar->aggfnoid);
+        if (ar->agglevelsup > 0) Refuse("outer-level aggregate in the loss");
+        if (ar->aggdistinct || ar->aggorder || ar->aggfilter || ar->aggkind != AGGKIND_NORMAL)
+          Refuse("aggregate " + fi.name + " with DISTINCT, ORDER BY, FILTER or WITHIN GROUP in the loss");
+        AggCall call;
+        bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
+        call.fn = builtin && (fi.name == "sum" || fi.name == "avg" || fi.name == "count" || fi.name == "min" ||
+                              fi.name == "max")
+                      ? fi.name
+                      : fi.qualified;
+        if (!ar->aggstar) {
+          if (list_length(ar->args) != 1) Refuse("aggregate " + fi.name + " of several arguments in the loss");
+          call.arg = static_cast<int>(pre_exprs.size());
+          pre_exprs.push_back(Expr((Node *)linitial_node(TargetEntry, ar->args)->expr, c));
+        }
+        agg->aggs.push_back(call);
+        agg->cols.push_back(MakeType(ar->aggtype, -1));
+      }
+      agg->inputs = {MakeProject(rel, pre_exprs)};
+      std::map<const SubLink *, int> post;
+      rel = JoinScalars(agg, links, &scope, post);
+      Ctx pc;
+      pc.q = q;
+      pc.scope = &scope;
+      pc.group_exprs = &groups;
+      pc.aggrefs = &aggrefs;
+      pc.agg_base = agg->nkeys;
+      pc.scalars = &post;
+      if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
+      for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, pc));
+    } else {
+      for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, c));
+    }
+    rel = MakeProject(rel, outputs);
+  }
+
+  if (q->distinctClause) {
+    RelP d = NewRel(RelKind::Aggregate);
+    d->cols = rel->cols;
+    d->inputs = {rel};
+    d->nkeys = static_cast<int>(rel->cols.size());
+    d->grouped = d->distinct = true;
+    rel = d;
+  }
+  if (q->limitCount || q->limitOffset) {
+    RelP l = NewRel(RelKind::Limit);
+    l->cols = rel->cols;
+    l->inputs = {rel};
+    auto bound = [&](Node *n) -> std::string {
+      if (!n) return "";
+      if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant in the loss");
+      auto *k = castNode(Const, n);
+      return k->constisnull ? "" : ConstSql(k);
+    };
+    l->limit = bound(q->limitCount);
+    l->offset = bound(q->limitOffset);
+    foreach (lc, q->sortClause) {
+      auto *sgc = lfirst_node(SortGroupClause, lc);
+      TargetEntry *te = get_sortgroupclause_tle(sgc, q->targetList);
+      SortKey k;
+      k.col = te->resno - 1;
+      k.nulls_first = sgc->nulls_first;
+      Oid opfamily, opcintype;
+      int16 strategy;
+      bool ok = PgCall([&] { return get_ordering_op_properties(sgc->sortop, &opfamily, &opcintype, &strategy); });
+      if (!ok) Refuse("ORDER BY with a non-btree operator in the loss");
+      k.desc = strategy == BTGreaterStrategyNumber;
+      l->order.push_back(k);
+    }
+    rel = l;
+  }
+  // Drop junk columns (ORDER BY / GROUP BY helpers): they sit at the end.
+  size_t visible = 0;
+  for (TargetEntry *te : tlist)
+    if (!te->resjunk) visible++;
+  if (visible < rel->cols.size()) {
+    std::vector<ExprP> keep;
+    for (size_t i = 0; i < visible; i++) keep.push_back(MakeCol(static_cast<int>(i), 0, rel->cols[i]));
+    rel = MakeProject(rel, keep);
+  }
+  return rel;
+}
+
+ExprP Translator::Sublink(SubLink *sl, const Ctx &c) {
+  if (c.side != 0) Refuse("nested subquery inside a correlated subquery of the loss");
+  auto *sq = castNode(Query, sl->subselect);
+  CheckQuery(sq);
+  auto e = std::make_shared<ddx::Expr>();
+  e->kind = ExprKind::Sublink;
+  e->type = kBool;
+  e->sublink = sl->subLinkType == EXISTS_SUBLINK ? SublinkKind::Exists
+               : sl->subLinkType == ANY_SUBLINK  ? SublinkKind::Any
+                                                 : SublinkKind::All;
+  Scope scope{sq, c.scope};
+  std::vector<ExprP> params;
+  bool simple = !sq->hasAggs && !sq->groupClause && !sq->havingQual && !sq->setOperations && !sq->limitCount &&
+                !sq->limitOffset && !sq->distinctClause && !sq->hasSubLinks;
+  if (simple) {
+    ColMap smap;
+    RelP srel = FromList(sq, sq->jointree->fromlist, nullptr, &scope, smap);
+    Ctx sc;
+    sc.map = &smap;
+    sc.q = sq;
+    sc.side = 1;
+    sc.outer = &c;
+    sc.scope = &scope;
+    std::vector<ExprP> local, corr;
+    List *conj = make_ands_implicit((::Expr *)sq->jointree->quals);
+    ListCell *lc;
+    foreach (lc, conj) {
+      Node *qual = (Node *)lfirst(lc);
+      bool correlated = PgCall([&] { return contain_vars_of_level(qual, 1); });
+      if (correlated) {
+        corr.push_back(Expr(qual, sc));
+      } else {
+        Ctx lcx;
+        lcx.map = &smap;
+        lcx.q = sq;
+        lcx.scope = &scope;
+        local.push_back(Expr(qual, lcx));
+      }
+    }
+    if (!local.empty()) srel = MakeFilter(srel, AndAll(local));
+    e->sub = srel;
+    e->corr = AndAll(corr);
+    foreach (lc, sq->targetList) {
+      auto *te = lfirst_node(TargetEntry, lc);
+      if (!te->resjunk) params.push_back(Expr((Node *)te->expr, sc));
+    }
+  } else {
+    bool correlated = PgCall([&] { return contain_vars_of_level((Node *)sq, 1); });
+    if (correlated)
+      Refuse("correlated subquery with aggregation or set operations in the loss", "",
+             "Join with a CTE that computes the subquery for every key.");
+    e->sub = TranslateQuery(sq, c.scope);
+    for (size_t i = 0; i < e->sub->cols.size(); i++) params.push_back(MakeCol(static_cast<int>(i), 1, e->sub->cols[i]));
+  }
+  if (sl->subLinkType != EXISTS_SUBLINK) {
+    Ctx tc = c;
+    tc.sublink_params = &params;
+    e->test = Expr(sl->testexpr, tc);
+  }
+  return e;
+}
+
+ExprP Translator::Expr(Node *n, const Ctx &c) {
+  if (!n) throw Error(sqlstate::kInternalError, "ddx internal error: null expression");
+  if (c.group_exprs) {
+    for (size_t i = 0; i < c.group_exprs->size(); i++)
+      if (equal(n, (*c.group_exprs)[i])) return MakeCol(static_cast<int>(i), c.side, ExprTypeOf(n));
+    if (IsA(n, Aggref)) {
+      for (size_t i = 0; i < c.aggrefs->size(); i++)
+        if (equal(n, (*c.aggrefs)[i])) return MakeCol(c.agg_base + static_cast<int>(i), c.side, ExprTypeOf(n));
+      throw Error(sqlstate::kInternalError, "ddx internal error: aggregate not collected");
+    }
+  }
+  switch (nodeTag(n)) {
+    case T_Var: {
+      auto *v = castNode(Var, n);
+      if (v->varlevelsup > 0) {
+        if (!c.outer) Refuse("correlated subquery in the loss", "", "Rewrite it as a join.");
+        Var *copy = (Var *)PgCall([&] { return copyObjectImpl(v); });
+        copy->varlevelsup--;
+        return Expr((Node *)copy, *c.outer);
+      }
+      if (c.group_exprs)
+        Refuse("column used outside an aggregate without appearing in GROUP BY", "",
+               "Add the column to GROUP BY.");
+      if (v->varattno <= 0) Refuse("system column or whole-row reference in the loss");
+      if (c.map) {
+        auto it = c.map->find({static_cast<int>(v->varno), v->varattno});
+        if (it != c.map->end()) return MakeCol(it->second, c.side, ExprTypeOf(n));
+      }
+      if (c.q && v->varno >= 1 && static_cast<int>(v->varno) <= list_length(c.q->rtable)) {
+        RangeTblEntry *rte = rt_fetch(v->varno, c.q->rtable);
+        if (rte->rtekind == RTE_JOIN && v->varattno <= list_length(rte->joinaliasvars))
+          return Expr((Node *)list_nth(rte->joinaliasvars, v->varattno - 1), c);
+      }
+      throw Error(sqlstate::kInternalError, "ddx internal error: unresolved column reference");
+    }
+    case T_Const:
+      return [&] {
+        auto e = std::make_shared<ddx::Expr>();
+        e->kind = ExprKind::Const;
+        e->text = ConstSql(castNode(Const, n));
+        e->type = ExprTypeOf(n);
+        return e;
+      }();
+    case T_Param: {
+      auto *p = castNode(Param, n);
+      if (p->paramkind == PARAM_SUBLINK && c.sublink_params && p->paramid >= 1 &&
+          p->paramid <= static_cast<int>(c.sublink_params->size()))
+        return (*c.sublink_params)[p->paramid - 1];
+      Refuse("parameter $" + std::to_string(p->paramid) + " in the loss", "The loss must not depend on statement parameters.",
+             "Keep parameters outside the loss, or store their values in a table the loss reads.");
+    }
+    case T_RelabelType: {
+      auto *r = castNode(RelabelType, n);
+      ExprP a = Expr((Node *)r->arg, c);
+      Type t = ExprTypeOf(n);
+      if (t.differentiable) return MakeCall("cast", {a}, t);
+      return MakeOpaque("CAST($1 AS " + t.sql + ")", "CAST", {a}, t);
+    }
+    case T_CoerceViaIO: {
+      auto *r = castNode(CoerceViaIO, n);
+      Type t = ExprTypeOf(n);
+      return MakeOpaque("CAST($1 AS " + t.sql + ")", "CAST", {Expr((Node *)r->arg, c)}, t);
+    }
+    case T_FuncExpr: {
+      auto *f = castNode(FuncExpr, n);
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, f->args) args.push_back(Expr((Node *)lfirst(lc), c));
+      Type t = ExprTypeOf(n);
+      if (std::find(stop_oids_.begin(), stop_oids_.end(), f->funcid) != stop_oids_.end())
+        return MakeCall("stop_gradient", args, t);
+      FuncInfo fi = Func(f->funcid);
+      if (f->funcvariadic) Refuse("VARIADIC call of " + fi.name + " in the loss");
+      if (fi.retset && !(c.map == nullptr && c.group_exprs == nullptr))
+        Refuse("set-returning function " + fi.name + " in an expression of the loss");
+      const char *rule = RuleOf(fi.internal);
+      if (*rule && t.differentiable) return MakeCall(rule, args, t);
+      auto e = MakeOpaque(fi.qualified + "(" + Placeholders(args.size()) + ")", fi.name, args, t, fi.is_volatile);
+      return e;
+    }
+    case T_OpExpr:
+    case T_DistinctExpr:
+    case T_NullIfExpr: {
+      auto *o = (OpExpr *)n;
+      PgCall([&] { set_opfuncid(o); });
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, o->args) args.push_back(Expr((Node *)lfirst(lc), c));
+      Type t = ExprTypeOf(n);
+      if (IsA(n, DistinctExpr)) return MakeOpaque("($1 IS DISTINCT FROM $2)", "IS DISTINCT FROM", args, kBool);
+      if (IsA(n, NullIfExpr)) return MakeOpaque("NULLIF($1, $2)", "NULLIF", args, t);
+      FuncInfo fi = Func(o->opfuncid);
+      const char *rule = RuleOf(fi.internal);
+      if (*rule && t.differentiable) return MakeCall(rule, args, t);
+      std::string op = OperatorSql(o->opno, args.size() == 1);
+      std::string tmpl = args.size() == 1 ? "(" + op + " $1)" : "($1 " + op + " $2)";
+      return MakeOpaque(tmpl, fi.name, args, t, fi.is_volatile);
+    }
+    case T_ScalarArrayOpExpr: {
+      auto *o = castNode(ScalarArrayOpExpr, n);
+      std::vector<ExprP> args{Expr((Node *)linitial(o->args), c), Expr((Node *)lsecond(o->args), c)};
+      std::string op = OperatorSql(o->opno, false);
+      return MakeOpaque("($1 " + op + (o->useOr ? " ANY" : " ALL") + " ($2))", "ANY/ALL", args, kBool);
+    }
+    case T_BoolExpr: {
+      auto *b = castNode(BoolExpr, n);
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, b->args) args.push_back(Expr((Node *)lfirst(lc), c));
+      if (b->boolop == NOT_EXPR) return MakeOpaque("(NOT $1)", "NOT", args, kBool);
+      std::string t = "(";
+      for (size_t i = 0; i < args.size(); i++)
+        t += (i ? (b->boolop == AND_EXPR ? " AND $" : " OR $") : "$") + std::to_string(i + 1);
+      return MakeOpaque(t + ")", b->boolop == AND_EXPR ? "AND" : "OR", args, kBool);
+    }
+    case T_NullTest: {
+      auto *t = castNode(NullTest, n);
+      if (t->argisrow) Refuse("IS NULL on a row in the loss");
+      return MakeOpaque(t->nulltesttype == IS_NULL ? "($1 IS NULL)" : "($1 IS NOT NULL)", "IS NULL",
+                        {Expr((Node *)t->arg, c)}, kBool);
+    }
+    case T_BooleanTest: {
+      auto *t = castNode(BooleanTest, n);
+      static const char *kTests[] = {"IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS UNKNOWN", "IS NOT UNKNOWN"};
+      return MakeOpaque(std::string("($1 ") + kTests[t->booltesttype] + ")", "boolean test", {Expr((Node *)t->arg, c)},
+                        kBool);
+    }
+    case T_CaseExpr: {
+      auto *ce = castNode(CaseExpr, n);
+      Ctx cc = c;
+      if (ce->arg) cc.case_test = Expr((Node *)ce->arg, c);
+      auto e = std::make_shared<ddx::Expr>();
+      e->kind = ExprKind::Case;
+      e->type = ExprTypeOf(n);
+      ListCell *lc;
+      foreach (lc, ce->args) {
+        auto *w = lfirst_node(CaseWhen, lc);
+        e->args.push_back(Expr((Node *)w->expr, cc));
+        e->args.push_back(Expr((Node *)w->result, c));
+      }
+      if (ce->defresult) {
+        e->args.push_back(Expr((Node *)ce->defresult, c));
+      } else {
+        auto nul = std::make_shared<ddx::Expr>();
+        nul->kind = ExprKind::Const;
+        nul->type = e->type;
+        nul->text = "NULL::" + e->type.sql;
+        e->args.push_back(nul);
+      }
+      return e;
+    }
+    case T_CaseTestExpr:
+      if (!c.case_test) Refuse("this CASE form is not supported in the loss");
+      return c.case_test;
+    case T_CoalesceExpr: {
+      auto *co = castNode(CoalesceExpr, n);
+      auto e = std::make_shared<ddx::Expr>();
+      e->kind = ExprKind::Case;
+      e->type = ExprTypeOf(n);
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, co->args) args.push_back(Expr((Node *)lfirst(lc), c));
+      for (size_t i = 0; i + 1 < args.size(); i++) {
+        e->args.push_back(MakeOpaque("($1 IS NOT NULL)", "IS NOT NULL", {args[i]}, kBool));
+        e->args.push_back(args[i]);
+      }
+      e->args.push_back(args.back());
+      return e;
+    }
+    case T_MinMaxExpr: {
+      auto *mm = castNode(MinMaxExpr, n);
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, mm->args) args.push_back(Expr((Node *)lfirst(lc), c));
+      Type t = ExprTypeOf(n);
+      const char *name = mm->op == IS_GREATEST ? "greatest" : "least";
+      if (t.differentiable) return MakeCall(name, args, t);
+      return MakeOpaque(std::string(mm->op == IS_GREATEST ? "GREATEST(" : "LEAST(") + Placeholders(args.size()) + ")",
+                        name, args, t);
+    }
+    case T_SubLink: {
+      auto *sl = castNode(SubLink, n);
+      if (sl->subLinkType == EXPR_SUBLINK) {
+        if (c.scalars) {
+          auto it = c.scalars->find(sl);
+          if (it != c.scalars->end()) return MakeCol(it->second, c.side, ExprTypeOf(n));
+        }
+        Refuse("scalar subquery in this position of the loss", "", "Move it to the target list or WHERE.");
+      }
+      if (sl->subLinkType == EXISTS_SUBLINK || sl->subLinkType == ANY_SUBLINK || sl->subLinkType == ALL_SUBLINK)
+        return Sublink(sl, c);
+      Refuse("this kind of subquery is not supported in the loss");
+    }
+    case T_ArrayExpr: {
+      auto *a = castNode(ArrayExpr, n);
+      if (a->multidims) Refuse("multidimensional ARRAY[] in the loss");
+      std::vector<ExprP> args;
+      ListCell *lc;
+      foreach (lc, a->elements) args.push_back(Expr((Node *)lfirst(lc), c));
+      Type t = ExprTypeOf(n);
+      return MakeOpaque("CAST(ARRAY[" + Placeholders(args.size()) + "] AS " + t.sql + ")", "ARRAY", args, t);
+    }
+    case T_Aggref:
+      Refuse("aggregate in this position of the loss");
+    case T_WindowFunc:
+      Refuse("window function in the loss", "Window functions are not differentiated yet.");
+    default:
+      Refuse("expression of kind " + std::to_string(static_cast<int>(nodeTag(n))) + " is not supported in the loss");
+  }
+}
+
+}  // namespace ddx::pg
