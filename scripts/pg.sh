@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 cluster with ddx preloaded, for tests and demos.
-#   scripts/pg.sh start | stop | psql [args...]
+#   scripts/pg.sh start | restart | stop | env | psql [args...]
 # PostgreSQL refuses to run as root: as root, the server runs as the
 # unprivileged system user `ddx` (created if missing).
 set -euo pipefail
@@ -34,6 +34,9 @@ max_connections = 40
 CONF
     "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$DIR" -l "$DIR/server.log" -w start >/dev/null
     echo "PostgreSQL running: PGHOST=$SOCK PGPORT=$PORT PGUSER=$DBUSER (data $DIR)"
+    ;;
+  restart)
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$DIR" -l "$DIR/server.log" -m fast -w restart >/dev/null
     ;;
   stop)
     "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$DIR" -m fast -w stop >/dev/null 2>&1 || true

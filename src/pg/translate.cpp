@@ -663,6 +663,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     l->inputs = {rel};
     auto bound = [&](Node *n) -> std::string {
       if (!n) return "";
+      if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
       if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant in the loss");
       auto *k = castNode(Const, n);
       return k->constisnull ? "" : ConstSql(k);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what ddx needs on Debian 12, if missing (as root, or through sudo).
+set -euo pipefail
+PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev cmake g++ make python3-torch python3-numpy"
+missing=()
+for p in $PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=
+  [ "$(id -u)" != 0 ] && SUDO=sudo
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
