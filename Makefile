@@ -13,7 +13,7 @@ PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-
 SHLIB_LINK = -lstdc++
 
 REGRESS = $(shell sed -n 's/^test: *//p' test/schedule | tr '\n' ' ')
-REGRESS_OPTS = --inputdir=test --outputdir=test/out --load-extension=ddx
+REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
 
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.
 override with_llvm = no

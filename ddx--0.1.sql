@@ -35,6 +35,8 @@ CREATE FUNCTION ddx_gradcheck(loss_sql text, param regclass, col name, eps float
 LANGUAGE plpgsql AS $$
 DECLARE
   tids tid[];
+  toids oid[];
+  toid oid;
   analytic float8[];
   vals float8[];
   numeric_g float8[] := '{}';
@@ -47,10 +49,12 @@ DECLARE
   err float8;
   rel float8;
 BEGIN
-  EXECUTE format('WITH ddx_gradcheck_loss AS (%s) SELECT array_agg(t.ctid ORDER BY t.ctid), '
-                 'array_agg(@extschema@.grad(''ddx_gradcheck_loss'', t.%I) ORDER BY t.ctid), '
-                 'array_agg(t.%I::float8 ORDER BY t.ctid) FROM %s t', loss_sql, col, col, param)
-    INTO tids, analytic, vals;
+  -- rows are identified by (tableoid, ctid): ctids repeat across partitions
+  EXECUTE format('WITH ddx_gradcheck_loss AS (%s) SELECT array_agg(t.tableoid ORDER BY t.tableoid, t.ctid), '
+                 'array_agg(t.ctid ORDER BY t.tableoid, t.ctid), '
+                 'array_agg(@extschema@.grad(''ddx_gradcheck_loss'', t.%I) ORDER BY t.tableoid, t.ctid), '
+                 'array_agg(t.%I::float8 ORDER BY t.tableoid, t.ctid) FROM %s t', loss_sql, col, col, param)
+    INTO toids, tids, analytic, vals;
   rows_checked := 0;
   max_abs_error := 0;
   max_rel_error := 0;
@@ -64,13 +68,14 @@ BEGIN
         numeric_g := numeric_g || NULL::float8;
         CONTINUE;
       END IF;
-      EXECUTE format('UPDATE %s SET %I = $1 WHERE ctid = $2 RETURNING ctid, %I::float8', param, col, col)
-        USING x + eps * greatest(1, abs(x)), tids[i] INTO t, xp;
+      toid := toids[i];
+      EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2 RETURNING ctid, %I::float8', param, col, col)
+        USING x + eps * greatest(1, abs(x)), tids[i], toid INTO t, xp;
       EXECUTE loss_sql INTO lp;
-      EXECUTE format('UPDATE %s SET %I = $1 WHERE ctid = $2 RETURNING ctid, %I::float8', param, col, col)
-        USING x - eps * greatest(1, abs(x)), t INTO t, xm;
+      EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2 RETURNING ctid, %I::float8', param, col, col)
+        USING x - eps * greatest(1, abs(x)), t, toid INTO t, xm;
       EXECUTE loss_sql INTO lm;
-      EXECUTE format('UPDATE %s SET %I = $1 WHERE ctid = $2', param, col) USING x, t;
+      EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2', param, col) USING x, t, toid;
       numeric_g := numeric_g || ((lp - lm) / (xp - xm));
     END LOOP;
     RAISE EXCEPTION USING ERRCODE = 'DDXGC';

@@ -81,7 +81,7 @@ class Builder {
         ReverseRule(r);
       }
     }
-    finals.push_back("SELECT NULL::oid, NULL::tid, -1, count(*)::float8 FROM " + F(L));
+    finals.push_back("SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM " + F(L));
     Program p;
     p.forward_steps = nforward;
     p.backward_steps = static_cast<int>(ctes.size()) - nforward;

@@ -836,7 +836,8 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
         Refuse("set-returning function " + fi.name + " in an expression of the loss");
       const char *rule = RuleOf(fi.internal);
       if (*rule && t.differentiable) return MakeCall(rule, args, t);
-      auto e = MakeOpaque(fi.qualified + "(" + Placeholders(args.size()) + ")", fi.name, args, t, fi.is_volatile);
+      std::string shown = fi.qualified.rfind("pg_catalog.", 0) == 0 ? fi.name : fi.qualified;
+      auto e = MakeOpaque(fi.qualified + "(" + Placeholders(args.size()) + ")", shown, args, t, fi.is_volatile);
       return e;
     }
     case T_OpExpr:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs every test from nothing: installs what is missing, builds and installs
+# ddx, runs the GoogleTest suite of the core (under ASan and UBSan), starts a
+# throwaway PostgreSQL cluster and runs the pg_regress suites and the PyTorch
+# oracle tests against it. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+passed=0
+failed=0
+note() { printf '\n== %s\n' "$*"; }
+
+scripts/deps.sh || exit 1
+scripts/build.sh || exit 1
+
+note "schedule covers every sql/*.sql"
+for f in sql/*.sql; do
+  t=$(basename "$f" .sql)
+  if grep -qw "$t" test/schedule; then :; else echo "missing from test/schedule: $t"; failed=$((failed + 1)); fi
+done
+
+note "unit tests (GoogleTest, ASan + UBSan)"
+if cmake -S test/unit -B build/unit -DCMAKE_BUILD_TYPE=Debug >build/unit.log 2>&1 &&
+   cmake --build build/unit -j2 >>build/unit.log 2>&1; then
+  out=$(cd build/unit && ./ddx_unit_tests 2>&1)
+  echo "$out" | tail -3
+  p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p')
+  f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed.*/\1/p')
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+  [ -z "$p" ] && failed=$((failed + 1))
+else
+  cat build/unit.log
+  failed=$((failed + 1))
+fi
+
+note "pg_regress"
+scripts/pg.sh start || exit 1
+trap 'scripts/pg.sh stop' EXIT
+eval "$(scripts/pg.sh env)"
+make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress.log | grep -E "^(ok|not ok|test|#)|tests" || true
+p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress.log)
+f=$(grep -cE "FAILED|^not ok " build/regress.log)
+passed=$((passed + p))
+failed=$((failed + f))
+[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+
+note "PyTorch oracle tests"
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  out=$(/usr/bin/python3 test/torch/test_models.py 2>&1)
+  echo "$out"
+  p=$(echo "$out" | sed -n 's/^torch: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+  f=$(echo "$out" | sed -n 's/^torch: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-1}))
+else
+  echo "python3-torch is not installed: PyTorch oracle tests skipped"
+fi
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

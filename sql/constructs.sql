@@ -1,0 +1,78 @@
+-- Every relational construct, each against central finite differences of
+-- the same loss (ddx_gradcheck evaluates only the forward query).
+CREATE EXTENSION IF NOT EXISTS ddx;
+CREATE SCHEMA constructs;
+SET search_path = constructs, public;
+\set VERBOSITY terse
+CREATE TABLE w (f int, val float8);
+CREATE TABLE x (s int, f int, val float8);
+CREATE TABLE y (s int, val float8);
+INSERT INTO w VALUES (1, 0.5), (2, -0.25), (3, 1.25), (NULL, 0.75);
+INSERT INTO x VALUES (1, 1, 1.0), (1, 2, 2.0), (2, 1, 3.0), (2, 2, -1.0), (3, 1, 0.5), (3, 3, 0.25),
+                     (4, NULL, 1.5), (4, 2, NULL), (3, 3, 0.25);
+INSERT INTO y VALUES (1, 1.0), (2, 2.0), (3, -1.0), (5, 4.0);
+
+CREATE FUNCTION check_grad(loss text, tol float8 DEFAULT 1e-6) RETURNS text LANGUAGE sql AS $$
+  SELECT format('%s rows, %s', rows_checked, CASE WHEN max_rel_error < tol OR max_abs_error < tol THEN 'ok'
+                                              ELSE 'FAILED: ' || max_abs_error || ' ' || max_rel_error END)
+  FROM ddx_gradcheck(loss, 'w', 'val')
+$$;
+
+-- joins: inner, comma, theta, cross, IS NOT DISTINCT FROM, LEFT, RIGHT, FULL
+SELECT check_grad($$SELECT sum(x.val * w.val) FROM x JOIN w ON x.f = w.f$$);
+SELECT check_grad($$SELECT sum(x.val * w.val * w.val) FROM x, w WHERE x.f = w.f$$);
+SELECT check_grad($$SELECT sum(exp(x.val * w.val)) FROM x JOIN w ON x.f < w.f$$);
+SELECT check_grad($$SELECT sum(w.val * y.val) FROM w CROSS JOIN y$$);
+SELECT check_grad($$SELECT sum(x.val * w.val) FROM x JOIN w ON x.f IS NOT DISTINCT FROM w.f$$);
+SELECT check_grad($$SELECT sum(coalesce(x.val, 1) * w.val) FROM w LEFT JOIN x ON x.f = w.f$$);
+SELECT check_grad($$SELECT sum(coalesce(w.val, 2) * y.val) FROM w RIGHT JOIN y ON y.s = w.f$$);
+SELECT check_grad($$SELECT sum(coalesce(w.val * w.val, 0) + coalesce(y.val, 0)) FROM w FULL JOIN y ON y.s = w.f$$);
+SELECT check_grad($$SELECT sum(a.val * b.val) FROM w a JOIN w b ON a.f <> b.f$$);   -- self join
+-- semi and anti joins
+SELECT check_grad($$SELECT sum(w.val * w.val) FROM w WHERE EXISTS (SELECT 1 FROM x WHERE x.f = w.f AND x.val > 0.6)$$);
+SELECT check_grad($$SELECT sum(w.val * w.val) FROM w WHERE NOT EXISTS (SELECT 1 FROM x WHERE x.f = w.f)$$);
+SELECT check_grad($$SELECT sum(w.val * w.val) FROM w WHERE w.f IN (SELECT f FROM x WHERE val < 0)$$);
+SELECT check_grad($$SELECT sum(w.val * w.val) FROM w WHERE w.f NOT IN (SELECT f FROM x WHERE f IS NOT NULL AND val > 2)$$);
+SELECT check_grad($$SELECT sum(w.val) FROM w WHERE w.f = ANY (SELECT s FROM y WHERE val > 0)$$);
+-- aggregates: grouped and not, SUM AVG COUNT MIN MAX, HAVING, NULL groups
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, sum(x.val * w.val) z FROM x JOIN w ON x.f = w.f GROUP BY x.s) g$$);
+SELECT check_grad($$SELECT avg(g.m) + sum(g.n) FROM (SELECT x.s, avg(x.val * w.val) m, count(w.val) n FROM x JOIN w ON x.f = w.f GROUP BY x.s) g$$);
+SELECT check_grad($$SELECT sum(g.hi - 2 * g.lo) FROM (SELECT x.s, max(x.val * w.val) hi, min(w.val) lo FROM x JOIN w ON x.f = w.f GROUP BY x.s) g$$);
+SELECT check_grad($$SELECT sum(g.m) FROM (SELECT w.f, avg(w.val) m FROM w GROUP BY w.f) g$$);   -- NULL key
+SELECT check_grad($$SELECT sum(g.z) FROM (SELECT x.s, sum(x.val * w.val) z FROM x JOIN w ON x.f = w.f GROUP BY x.s HAVING sum(x.val * w.val) > 0.1) g$$);   -- group 1 sums to 0: away from the kink
+SELECT check_grad($$SELECT max(w.val) * count(*) + min(w.val) FROM w$$);
+-- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each)
+CREATE TABLE tie (val float8);
+INSERT INTO tie VALUES (3), (3), (1);
+WITH loss AS (SELECT max(val) AS l FROM tie) SELECT val, grad('loss', val) FROM tie ORDER BY val, 2;
+WITH loss AS (SELECT greatest(max(val), 2) + least(min(val), 1) AS l FROM tie) SELECT val, grad('loss', val) FROM tie ORDER BY val, 2;
+-- DISTINCT, CTEs read twice, FROM subqueries, views, scalar subqueries
+SELECT check_grad($$SELECT sum(d.v) FROM (SELECT DISTINCT w.val * 3 AS v FROM w) d$$);
+SELECT check_grad($$WITH c AS (SELECT w.f, w.val * w.val AS q FROM w) SELECT sum(a.q * b.q) FROM c a JOIN c b ON a.f = b.f$$);
+SELECT check_grad($$WITH c AS MATERIALIZED (SELECT sum(w.val) AS t FROM w) SELECT (SELECT t FROM c) * (SELECT t FROM c)$$);
+CREATE VIEW wv AS SELECT f, val * 2 AS v2 FROM w WHERE f IS NOT NULL;
+SELECT check_grad($$SELECT sum(v2 * v2) FROM wv$$);
+SELECT check_grad($$SELECT s.a / (SELECT sum(abs(val)) FROM w) FROM (SELECT sum(w.val) AS a FROM w) s$$);
+SELECT check_grad($$SELECT sum(w.val * (SELECT max(val) FROM w)) FROM w$$);
+SELECT check_grad($$SELECT sum(x.val) / (SELECT sum(w.val * w.val) FROM w) FROM x$$);
+-- UNION ALL (the reference refuses it) and UNION
+SELECT check_grad($$SELECT sum(v) FROM (SELECT w.val * 2 AS v FROM w UNION ALL SELECT tanh(w.val) FROM w WHERE w.f = 1 UNION ALL SELECT 1.0) u$$);
+SELECT check_grad($$SELECT sum(v) FROM (SELECT w.val AS v FROM w UNION SELECT w.val * 3 FROM w) u$$);
+-- ORDER BY ... LIMIT with a total order
+SELECT check_grad($$SELECT sum(t.v) FROM (SELECT w.val * w.val AS v FROM w ORDER BY w.f NULLS FIRST LIMIT 2) t$$);
+SELECT check_grad($$SELECT sum(t.v) FROM (SELECT w.val AS v FROM w ORDER BY w.f DESC LIMIT 2 OFFSET 1) t$$);
+-- VALUES and set-returning functions in FROM
+SELECT check_grad($$SELECT sum(w.val * v.c) FROM w JOIN (VALUES (1, 2.0::float8), (2, -1.5)) AS v(f, c) ON v.f = w.f$$);
+SELECT check_grad($$SELECT sum(w.val * g) FROM w JOIN generate_series(1, 2) g ON g = w.f$$);
+-- a partitioned parameter table
+CREATE TABLE pw (k int, val float8) PARTITION BY RANGE (k);
+CREATE TABLE pw1 PARTITION OF pw FOR VALUES FROM (0) TO (10);
+CREATE TABLE pw2 PARTITION OF pw FOR VALUES FROM (10) TO (20);
+INSERT INTO pw VALUES (1, 1.0), (11, 2.0), (12, -3.0);
+WITH loss AS (SELECT sum(pw.val * pw.val * pw.k) AS l FROM pw) SELECT k, grad('loss', val) FROM pw ORDER BY k;
+SELECT rows_checked, max_rel_error < 1e-6 FROM ddx_gradcheck($$SELECT sum(exp(pw.val) * pw.k) FROM pw$$, 'pw', 'val');
+-- a temporary and an unlogged parameter table
+CREATE TEMP TABLE tw AS SELECT * FROM w;
+CREATE UNLOGGED TABLE uw AS SELECT * FROM w;
+SELECT rows_checked, max_rel_error < 1e-6 FROM ddx_gradcheck($$SELECT sum(sin(tw.val) * uw.val) FROM tw JOIN uw ON tw.f = uw.f$$, 'tw', 'val');
+SELECT rows_checked, max_rel_error < 1e-6 FROM ddx_gradcheck($$SELECT sum(sin(tw.val) * uw.val) FROM tw JOIN uw ON tw.f = uw.f$$, 'uw', 'val');

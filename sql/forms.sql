@@ -1,0 +1,78 @@
+-- Where grad works: SELECT lists (also in CTEs and subqueries), CREATE TABLE
+-- AS, INSERT ... SELECT, UPDATE, PREPARE/EXECUTE, plpgsql and SQL function
+-- bodies, cursors, EXPLAIN. Each execution recomputes with what it sees.
+CREATE EXTENSION IF NOT EXISTS ddx;
+CREATE SCHEMA forms;
+SET search_path = forms, public;
+\set VERBOSITY terse
+CREATE TABLE w (f int PRIMARY KEY, val float8);
+INSERT INTO w VALUES (1, 1.0), (2, 2.0), (3, -3.0);
+CREATE VIEW sq AS SELECT sum(val * val) AS l FROM w;     -- ∂/∂w = 2w
+
+-- inside a CTE and a subquery
+WITH g AS (SELECT f, grad('sq', val) AS g FROM w) SELECT * FROM g ORDER BY f;
+SELECT * FROM (SELECT f, grad('sq', val) AS g FROM w) s ORDER BY f;
+SELECT f, (SELECT grad('sq', w2.val) FROM w w2 WHERE w2.f = w.f) AS g FROM w ORDER BY f;
+-- CREATE TABLE AS and INSERT ... SELECT
+CREATE TABLE gt AS SELECT f, grad('sq', val) AS g FROM w;
+SELECT * FROM gt ORDER BY f;
+INSERT INTO gt SELECT f + 10, grad('sq', val) FROM w;
+SELECT * FROM gt ORDER BY f;
+-- PREPARE / EXECUTE: a cached plan never serves a stale gradient
+PREPARE step(float8) AS UPDATE w SET val = val - $1 * grad('sq', val);
+PREPARE g AS SELECT f, grad('sq', val) FROM w ORDER BY f;
+EXECUTE g;
+EXECUTE step(0.25);   -- w := w - 0.25 * 2w = w / 2
+EXECUTE g;
+EXECUTE step(0.25);
+EXECUTE g;
+SELECT * FROM w ORDER BY f;
+-- force the generic plan too
+SET plan_cache_mode = force_generic_plan;
+EXECUTE step(0.25);
+EXECUTE g;
+RESET plan_cache_mode;
+DEALLOCATE ALL;
+-- plpgsql: a loop of steps, and a function returning a gradient
+CREATE FUNCTION descend(n int, lr float8) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    UPDATE w SET val = val - lr * grad('sq', val);
+  END LOOP;
+END $$;
+UPDATE w SET val = f;
+SELECT descend(3, 0.25);
+SELECT f, val, val = f / 8.0 AS closed FROM w ORDER BY f;
+CREATE FUNCTION grad_of(k int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE g float8;
+BEGIN
+  SELECT grad('sq', val) INTO g FROM w WHERE f = k;
+  RETURN g;
+END $$;
+SELECT grad_of(1), grad_of(3);
+UPDATE w SET val = 10 * f;
+SELECT grad_of(1), grad_of(3);
+-- SQL functions, also inlined
+CREATE FUNCTION grads() RETURNS TABLE (f int, g float8) LANGUAGE sql AS $$ SELECT f, grad('sq', val) FROM w $$;
+SELECT * FROM grads() ORDER BY f;
+CREATE FUNCTION grad_sum() RETURNS float8 LANGUAGE sql STABLE AS $$ SELECT sum(grad('sq', val)) FROM w $$;
+SELECT grad_sum();
+-- a view that calls grad recomputes on every read
+CREATE VIEW gv AS SELECT f, grad('sq', val) AS g FROM w;
+SELECT * FROM gv ORDER BY f;
+UPDATE w SET val = -val;
+SELECT * FROM gv ORDER BY f;
+-- a cursor
+BEGIN;
+DECLARE c CURSOR FOR SELECT f, grad('sq', val) FROM w ORDER BY f;
+FETCH 2 FROM c;
+FETCH 2 FROM c;
+COMMIT;
+-- EXPLAIN (without running) and EXPLAIN ANALYZE
+EXPLAIN (COSTS OFF) SELECT f, grad('sq', val) FROM w;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT f, grad('sq', val) FROM w;
+-- the loss sees changes made earlier in the same transaction
+BEGIN;
+UPDATE w SET val = 1;
+SELECT f, grad('sq', val) FROM w ORDER BY f;
+ROLLBACK;

@@ -1,0 +1,59 @@
+-- Backward statements run as the calling user: privileges and row-level
+-- security apply. Identifiers are quoted and schema-qualified, and nothing
+-- planted on the search_path changes what ddx computes.
+CREATE EXTENSION IF NOT EXISTS ddx;
+CREATE SCHEMA security;
+SET search_path = security, public;
+\set VERBOSITY terse
+-- hostile names
+CREATE SCHEMA "we""ird sch";
+CREATE TABLE "we""ird sch"."Tab; DROP TABLE x --" ("select" int, "va l""ue" float8);
+INSERT INTO "we""ird sch"."Tab; DROP TABLE x --" VALUES (1, 2.0), (2, -1.5);
+WITH "lo ss" AS (SELECT sum(t."va l""ue" * t."va l""ue" * t."select") AS l FROM "we""ird sch"."Tab; DROP TABLE x --" t)
+SELECT t."select", grad('lo ss', t."va l""ue") FROM "we""ird sch"."Tab; DROP TABLE x --" t ORDER BY 1;
+-- a schema on the search_path that shadows built-ins the programs use
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.exp(float8) RETURNS float8 IMMUTABLE LANGUAGE sql AS 'SELECT 0::float8';
+CREATE FUNCTION evil.cos(float8) RETURNS float8 IMMUTABLE LANGUAGE sql AS 'SELECT 0::float8';
+CREATE FUNCTION evil.float8mul_evil(float8, float8) RETURNS float8 IMMUTABLE LANGUAGE sql AS 'SELECT 42::float8';
+CREATE OPERATOR evil.* (LEFTARG = float8, RIGHTARG = float8, FUNCTION = evil.float8mul_evil);
+CREATE OPERATOR evil.+ (LEFTARG = float8, RIGHTARG = float8, FUNCTION = evil.float8mul_evil);
+CREATE FUNCTION evil.row_number() RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE TABLE p (k int, val float8);
+INSERT INTO p VALUES (1, 0.5), (2, 1.5);
+SET search_path = evil, pg_catalog, security, public;
+-- the user's own query names the built-ins; ddx's generated SQL (exp, *, +,
+-- sum, row_number, cos in the derivative of sin) must reach them too
+WITH loss AS (SELECT pg_catalog.sum(pg_catalog.exp(val) OPERATOR(pg_catalog.*) val
+                                    OPERATOR(pg_catalog.+) pg_catalog.sin(val)) AS l FROM security.p)
+SELECT k, round(grad('loss', val)::numeric, 12) FROM security.p ORDER BY k;
+-- unqualified, the user's query calls evil.exp: a function without a rule
+WITH loss AS (SELECT pg_catalog.sum(exp(val)) AS l FROM security.p) SELECT grad('loss', val) FROM security.p;
+\echo :LAST_ERROR_SQLSTATE
+SET search_path = security, public;
+-- closed form: (1 + x) e^x + cos x
+SELECT k, round(((1 + val) * exp(val) + cos(val))::numeric, 12) FROM p ORDER BY k;
+-- privileges: no SELECT on a table the loss reads -> permission denied
+CREATE ROLE regress_ddx_reader;
+GRANT USAGE ON SCHEMA security TO regress_ddx_reader;
+GRANT SELECT ON p TO regress_ddx_reader;
+CREATE TABLE secret (val float8);
+INSERT INTO secret VALUES (7);
+SET ROLE regress_ddx_reader;
+WITH loss AS (SELECT sum(p.val * s.val) AS l FROM p, secret s) SELECT grad('loss', val) FROM p;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- row-level security limits the loss and the gradient to the visible rows
+CREATE TABLE r (owner text, val float8);
+INSERT INTO r VALUES ('regress_ddx_reader', 1.0), ('someone', 5.0);
+ALTER TABLE r ENABLE ROW LEVEL SECURITY;
+CREATE POLICY mine ON r FOR SELECT USING (owner = current_user);
+GRANT SELECT ON r TO regress_ddx_reader;
+SET ROLE regress_ddx_reader;
+WITH loss AS (SELECT sum(r.val * r.val) AS l FROM r) SELECT owner, grad('loss', val) FROM r;
+RESET ROLE;
+-- ddx's functions are not SECURITY DEFINER and grant nothing beyond EXECUTE
+SELECT p.proname, p.prosecdef FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
+  JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'ddx' ORDER BY 1;
+DROP OWNED BY regress_ddx_reader;
+DROP ROLE regress_ddx_reader;
