@@ -19,6 +19,7 @@ for f in sql/*.sql; do
   if grep -qw "$t" test/schedule; then :; else echo "missing from test/schedule: $t"; failed=$((failed + 1)); fi
 done
 
+mkdir -p build
 note "unit tests (GoogleTest, ASan + UBSan)"
 if cmake -S test/unit -B build/unit -DCMAKE_BUILD_TYPE=Debug >build/unit.log 2>&1 &&
    cmake --build build/unit -j2 >>build/unit.log 2>&1; then

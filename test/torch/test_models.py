@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""Gradients of small models written in SQL, against PyTorch (float64).
+
+Each model is written once in SQL (the loss is a CTE chain) and once in
+PyTorch; ddx's gradient of every parameter row must match autograd's within
+1e-9 relative to the gradient's scale. A plpgsql loop also trains a linear
+model to the least-squares solution computed by numpy.
+
+Runs against the cluster of scripts/pg.sh (PGHOST/PGPORT/PGUSER from the
+environment). Prints one line per check and closes with
+"torch: N passed, N failed".
+"""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+DB = "ddx_torch"
+TOL = 1e-9
+results = []
+
+
+def psql(sql, db=DB):
+    r = subprocess.run(["psql", "-X", "-q", "-At", "-F", "|", "-v", "ON_ERROR_STOP=1", "-d", db],
+                       input=sql, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip())
+    return [line.split("|") for line in r.stdout.splitlines() if line]
+
+
+def table(name, cols, rows):
+    """CREATE TABLE name(cols) filled with rows (ints stay ints, floats as repr)."""
+    defs = ", ".join(f"{c} {t}" for c, t in cols)
+    vals = ",\n".join("(" + ", ".join(repr(float(v)) if t == "float8" else str(int(v))
+                                       for v, (c, t) in zip(row, cols)) + ")" for row in rows)
+    return f"DROP TABLE IF EXISTS {name} CASCADE; CREATE TABLE {name} ({defs});\n" + \
+           (f"INSERT INTO {name} VALUES {vals};\n" if rows else "")
+
+
+def matrix(name, a):
+    a = np.atleast_2d(a)
+    return table(name, [("i", "int"), ("j", "int"), ("val", "float8")],
+                 [(i, j, a[i, j]) for i in range(a.shape[0]) for j in range(a.shape[1])])
+
+
+def vector(name, v):
+    return table(name, [("j", "int"), ("val", "float8")], [(j, v[j]) for j in range(len(v))])
+
+
+def ddx_grads(ctes, params):
+    """{param: {key tuple: gradient}} from one statement per parameter table."""
+    out = {}
+    for name, keys in params.items():
+        k = ", ".join(f"p.{c}" for c in keys)
+        rows = psql(f"WITH {ctes} SELECT {k}, grad('loss', p.val) FROM {name} p;")
+        out[name] = {tuple(int(x) for x in r[:-1]): float(r[-1]) for r in rows}
+    return out
+
+
+def check(model, ours, theirs):
+    """theirs: {param: numpy array indexed like the keys}."""
+    worst = 0.0
+    for name, g in theirs.items():
+        g = np.atleast_1d(g)
+        scale = max(np.abs(g).max(), 1e-300)
+        for key, v in ours[name].items():
+            worst = max(worst, abs(v - g[key if len(key) > 1 else key[0]]) / scale)
+        if len(ours[name]) != g.size:
+            worst = float("inf")
+    ok = worst <= TOL
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  {model:<34} max relative error {worst:.2e}")
+
+
+def t(a):
+    return torch.tensor(a, requires_grad=True)
+
+
+rng = np.random.default_rng(20261130)
+
+
+def linear_and_logistic():
+    n, f = 40, 5
+    X = rng.normal(size=(n, f))
+    y = rng.normal(size=n)
+    lab = (rng.random(n) < 0.5).astype(float)
+    w = rng.normal(size=f) * 0.5
+    psql(matrix("x", X) + vector("y", y) + vector("lab", lab) + vector("w", w) + vector("b", [0.1]))
+    ctes = """z AS (SELECT x.i AS s, sum(x.val * w.val) + max(b.val) AS z FROM x JOIN w ON x.j = w.j CROSS JOIN b GROUP BY x.i),
+              loss AS (SELECT avg(power(z.z - y.val, 2)) AS l FROM z JOIN y ON y.j = z.s)"""
+    ours = ddx_grads(ctes, {"w": ["j"], "b": ["j"]})
+    tw, tb = t(w), t(np.array([0.1]))
+    ((torch.tensor(X) @ tw + tb - torch.tensor(y)) ** 2).mean().backward()
+    check("linear regression", ours, {"w": tw.grad.numpy(), "b": tb.grad.numpy()})
+
+    ctes = """z AS (SELECT x.i AS s, sum(x.val * w.val) + max(b.val) AS z FROM x JOIN w ON x.j = w.j CROSS JOIN b GROUP BY x.i),
+              p AS (SELECT z.s, 1 / (1 + exp(- z.z)) AS p FROM z),
+              loss AS (SELECT - avg(lab.val * ln(p.p) + (1 - lab.val) * ln(1 - p.p)) AS l FROM p JOIN lab ON lab.j = p.s)"""
+    ours = ddx_grads(ctes, {"w": ["j"], "b": ["j"]})
+    tw, tb = t(w), t(np.array([0.1]))
+    torch.nn.functional.binary_cross_entropy(torch.sigmoid(torch.tensor(X) @ tw + tb), torch.tensor(lab)).backward()
+    check("logistic regression", ours, {"w": tw.grad.numpy(), "b": tb.grad.numpy()})
+
+
+MLP_SQL = """
+  hp AS (SELECT x.i AS s, w1.j, sum(x.val * w1.val) AS z FROM x JOIN w1 ON x.j = w1.i GROUP BY x.i, w1.j),
+  h AS (SELECT hp.s, hp.j, tanh(hp.z + b1.val) AS a FROM hp JOIN b1 ON b1.j = hp.j),
+  op AS (SELECT h.s, w2.j AS c, sum(h.a * w2.val) AS z FROM h JOIN w2 ON h.j = w2.i GROUP BY h.s, w2.j),
+  logits AS (SELECT op.s, op.c, op.z + b2.val AS z FROM op JOIN b2 ON b2.j = op.c),
+  m AS (SELECT s, max(z) AS m FROM logits GROUP BY s),
+  se AS (SELECT l.s, sum(exp(l.z - m.m)) AS se FROM logits l JOIN m ON m.s = l.s GROUP BY l.s),
+  ce AS (SELECT l.s, m.m + ln(se.se) - l.z AS ce FROM logits l JOIN m ON m.s = l.s JOIN se ON se.s = l.s
+         JOIN lab ON lab.j = l.s AND lab.val = l.c),
+  loss AS (SELECT avg(ce) AS l FROM ce)"""
+
+
+def mlp_data(n, f, hid, cls, seed):
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(n, f))
+    lab = r.integers(0, cls, size=n)
+    W1, b1 = r.normal(size=(f, hid)) / math.sqrt(f), r.normal(size=hid) * 0.1
+    W2, b2 = r.normal(size=(hid, cls)) / math.sqrt(hid), r.normal(size=cls) * 0.1
+    return X, lab, W1, b1, W2, b2
+
+
+def mlp():
+    X, lab, W1, b1, W2, b2 = mlp_data(64, 8, 16, 4, 7)
+    psql(matrix("x", X) + vector("lab", lab) + matrix("w1", W1) + vector("b1", b1) + matrix("w2", W2) + vector("b2", b2))
+    ours = ddx_grads(MLP_SQL, {"w1": ["i", "j"], "b1": ["j"], "w2": ["i", "j"], "b2": ["j"]})
+    tw1, tb1, tw2, tb2 = t(W1), t(b1), t(W2), t(b2)
+    logits = torch.tanh(torch.tensor(X) @ tw1 + tb1) @ tw2 + tb2
+    torch.nn.functional.cross_entropy(logits, torch.tensor(lab)).backward()
+    check("2-layer MLP, softmax cross-entropy", ours,
+          {"w1": tw1.grad.numpy(), "b1": tb1.grad.numpy(), "w2": tw2.grad.numpy(), "b2": tb2.grad.numpy()})
+
+
+def layer_norm_and_gelu():
+    n, f = 12, 6
+    X, T = rng.normal(size=(n, f)), rng.normal(size=(n, f))
+    w, g, b = rng.normal(size=f), 1 + 0.1 * rng.normal(size=f), 0.1 * rng.normal(size=f)
+    psql(matrix("x", X) + matrix("tg", T) + vector("w", w) + vector("g", g) + vector("b", b))
+    ctes = """h AS (SELECT x.i AS s, x.j, x.val * w.val AS h FROM x JOIN w ON w.j = x.j),
+              st AS (SELECT s, avg(h) AS mu, avg(h * h) - avg(h) * avg(h) AS var FROM h GROUP BY s),
+              y AS (SELECT h.s, h.j, (h.h - st.mu) / sqrt(st.var + 1e-5) * g.val + b.val AS y
+                    FROM h JOIN st ON st.s = h.s JOIN g ON g.j = h.j JOIN b ON b.j = h.j),
+              loss AS (SELECT sum(y.y * tg.val) AS l FROM y JOIN tg ON tg.i = y.s AND tg.j = y.j)"""
+    ours = ddx_grads(ctes, {"w": ["j"], "g": ["j"], "b": ["j"]})
+    tw, tg_, tb = t(w), t(g), t(b)
+    y = torch.nn.functional.layer_norm(torch.tensor(X) * tw, (f,), tg_, tb, eps=1e-5)
+    (y * torch.tensor(T)).sum().backward()
+    check("layer norm", ours, {"w": tw.grad.numpy(), "g": tg_.grad.numpy(), "b": tb.grad.numpy()})
+
+    ctes = """h AS (SELECT x.i AS s, x.j, x.val * w.val AS h FROM x JOIN w ON w.j = x.j),
+              y AS (SELECT s, j, 0.5 * h * (1 + tanh(sqrt(2 / pi()) * (h + 0.044715 * power(h, 3)))) AS y FROM h),
+              loss AS (SELECT sum(y.y * tg.val) AS l FROM y JOIN tg ON tg.i = y.s AND tg.j = y.j)"""
+    ours = ddx_grads(ctes, {"w": ["j"]})
+    tw = t(w)
+    y = torch.nn.functional.gelu(torch.tensor(X) * tw, approximate="tanh")
+    (y * torch.tensor(T)).sum().backward()
+    check("tanh-GELU", ours, {"w": tw.grad.numpy()})
+
+
+def embedding():
+    vocab, d, n = 10, 4, 25
+    E, u = rng.normal(size=(vocab, d)), rng.normal(size=d)
+    toks = rng.integers(0, vocab, size=n)
+    toks[:3] = 2  # a token used several times
+    psql(matrix("emb", E) + vector("u", u) + vector("tok", toks))
+    ctes = """e AS (SELECT tok.j AS pos, sum(emb.val * u.val) AS z FROM tok JOIN emb ON emb.i = tok.val JOIN u ON u.j = emb.j
+                    GROUP BY tok.j),
+              loss AS (SELECT sum(z * z) AS l FROM e)"""
+    ours = ddx_grads(ctes, {"emb": ["i", "j"], "u": ["j"]})
+    tE, tu = t(E), t(u)
+    ((torch.nn.functional.embedding(torch.tensor(toks), tE) @ tu) ** 2).sum().backward()
+    check("embedding lookup", ours, {"emb": tE.grad.numpy(), "u": tu.grad.numpy()})
+
+
+ATTN_SQL = """
+  q AS (SELECT x.i AS t, wq.j, sum(x.val * wq.val) AS v FROM x JOIN wq ON x.j = wq.i GROUP BY x.i, wq.j),
+  k AS (SELECT x.i AS t, wk.j, sum(x.val * wk.val) AS v FROM x JOIN wk ON x.j = wk.i GROUP BY x.i, wk.j),
+  v AS (SELECT x.i AS t, wv.j, sum(x.val * wv.val) AS v FROM x JOIN wv ON x.j = wv.i GROUP BY x.i, wv.j),
+  sc AS (SELECT q.t AS i, k.t AS j, sum(q.v * k.v) / sqrt({d}) AS s FROM q JOIN k ON k.j = q.j AND k.t <= q.t
+         GROUP BY q.t, k.t),
+  mx AS (SELECT i, max(s) AS m FROM sc GROUP BY i),
+  e AS (SELECT sc.i, sc.j, exp(sc.s - mx.m) AS e FROM sc JOIN mx ON mx.i = sc.i),
+  z AS (SELECT i, sum(e) AS z FROM e GROUP BY i),
+  p AS (SELECT e.i, e.j, e.e / z.z AS p FROM e JOIN z ON z.i = e.i),
+  o AS (SELECT p.i, v.j AS c, sum(p.p * v.v) AS o FROM p JOIN v ON v.t = p.j GROUP BY p.i, v.j),
+  loss AS (SELECT sum(o.o * tg.val) AS l FROM o JOIN tg ON tg.i = o.i AND tg.j = o.c)"""
+
+
+def attention_data(T, d, seed):
+    r = np.random.default_rng(seed)
+    X, G = r.normal(size=(T, d)), r.normal(size=(T, d))
+    Wq, Wk, Wv = (r.normal(size=(d, d)) / math.sqrt(d) for _ in range(3))
+    return X, G, Wq, Wk, Wv
+
+
+def attention():
+    T, d = 12, 4
+    X, G, Wq, Wk, Wv = attention_data(T, d, 3)
+    psql(matrix("x", X) + matrix("tg", G) + matrix("wq", Wq) + matrix("wk", Wk) + matrix("wv", Wv))
+    ours = ddx_grads(ATTN_SQL.format(d=d), {"wq": ["i", "j"], "wk": ["i", "j"], "wv": ["i", "j"]})
+    tq, tk, tv = t(Wq), t(Wk), t(Wv)
+    x = torch.tensor(X)
+    att = (x @ tq) @ (x @ tk).T / math.sqrt(d)
+    att = att.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    ((torch.softmax(att, dim=-1) @ (x @ tv)) * torch.tensor(G)).sum().backward()
+    check("single-head causal attention", ours, {"wq": tq.grad.numpy(), "wk": tk.grad.numpy(), "wv": tv.grad.numpy()})
+
+
+def training_loop():
+    """A plpgsql loop trains a noisy linear model to numpy's least-squares solution."""
+    n, f = 50, 3
+    X = rng.normal(size=(n, f))
+    y = X @ np.array([1.5, -2.0, 0.7]) + 0.3 + 0.1 * rng.normal(size=n)
+    psql(matrix("x", X) + vector("y", y) + vector("w", np.zeros(f)) + vector("b", [0.0]) + """
+      CREATE OR REPLACE VIEW lsq AS
+        WITH z AS (SELECT x.i AS s, sum(x.val * w.val) AS z FROM x JOIN w ON x.j = w.j GROUP BY x.i)
+        SELECT avg(power(z.z + b.val - y.val, 2)) AS l FROM z JOIN y ON y.j = z.s CROSS JOIN b;
+      DO $$ BEGIN
+        FOR step IN 1 .. 400 LOOP
+          UPDATE w SET val = val - 0.3 * grad('lsq', val);
+          UPDATE b SET val = val - 0.3 * grad('lsq', val);
+        END LOOP;
+      END $$;""")
+    got = np.array([float(r[0]) for r in psql("SELECT val FROM w ORDER BY j")] + [float(psql("SELECT val FROM b")[0][0])])
+    A = np.hstack([X, np.ones((n, 1))])
+    want = np.linalg.lstsq(A, y, rcond=None)[0]
+    err = np.abs(got - want).max()
+    ok = err < 1e-8
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  {'plpgsql loop reaches least squares':<34} max abs error {err:.2e}")
+
+
+def main():
+    subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
+                    f"CREATE DATABASE {DB}"], check=True, capture_output=True)
+    psql("CREATE EXTENSION ddx;")
+    for test in (linear_and_logistic, mlp, layer_norm_and_gelu, embedding, attention, training_loop):
+        try:
+            test()
+        except Exception as e:  # a failing test is reported, the others still run
+            results.append(False)
+            print(f"FAILED  {test.__name__}: {e}")
+    passed = sum(results)
+    print(f"torch: {passed} passed, {len(results) - passed} failed")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+// The program builder: IR built by hand, programs checked for shape, for
+// valid SQL (libpg_query) and for the refusals the core owns.
+#include <gtest/gtest.h>
+
+#include "ddx/core/program.h"
+#include "sql_parses.h"
+
+namespace ddx {
+namespace {
+
+const Type kF8{"pg_catalog.float8", true};
+const Type kI4{"pg_catalog.int4", false};
+const Type kBool{"pg_catalog.bool", false};
+
+RelP Scan(const std::string &table, std::vector<std::string> names, std::vector<Type> types,
+          std::vector<int> param) {
+  auto r = std::make_shared<Rel>();
+  r->kind = RelKind::Scan;
+  r->table = table;
+  r->names = std::move(names);
+  r->cols = std::move(types);
+  r->param = std::move(param);
+  return r;
+}
+
+ExprP Col(int c, Type t, int side = 0) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Col;
+  e->col = c;
+  e->side = side;
+  e->type = t;
+  return e;
+}
+
+ExprP Call(const std::string &rule, std::vector<ExprP> args, Type t = kF8) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Call;
+  e->text = rule;
+  e->args = std::move(args);
+  e->type = t;
+  return e;
+}
+
+ExprP Opaque(const std::string &tmpl, std::vector<ExprP> args, Type t, const std::string &name = "op") {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Opaque;
+  e->text = tmpl;
+  e->name = name;
+  e->args = std::move(args);
+  e->type = t;
+  return e;
+}
+
+RelP Join(RelP l, RelP r, ExprP cond) {
+  auto j = std::make_shared<Rel>();
+  j->kind = RelKind::Join;
+  j->cols = l->cols;
+  j->cols.insert(j->cols.end(), r->cols.begin(), r->cols.end());
+  j->inputs = {l, r};
+  j->cond = cond;
+  return j;
+}
+
+RelP Project(RelP in, std::vector<ExprP> exprs) {
+  auto p = std::make_shared<Rel>();
+  p->kind = RelKind::Project;
+  for (auto &e : exprs) p->cols.push_back(e->type);
+  p->inputs = {in};
+  p->exprs = std::move(exprs);
+  return p;
+}
+
+RelP Aggregate(RelP in, int nkeys, std::vector<AggCall> aggs, std::vector<Type> types) {
+  auto a = std::make_shared<Rel>();
+  a->kind = RelKind::Aggregate;
+  a->inputs = {in};
+  a->nkeys = nkeys;
+  a->grouped = nkeys > 0;
+  a->aggs = std::move(aggs);
+  a->cols = std::move(types);
+  return a;
+}
+
+// pred = SELECT x.s, sum(x.val * w.val) FROM x JOIN w ON x.f = w.f GROUP BY x.s
+// loss = SELECT sum(pred.z * pred.z) FROM pred
+RelP LinearLoss() {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP pre = Project(j, {Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})});
+  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
+  RelP sq = Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})});
+  return Aggregate(sq, 0, {{"sum", 0}}, {kF8});
+}
+
+TEST(Program, LinearModelProgramParsesAndHasOneStepPerRelation) {
+  Program p = BuildGradientProgram(LinearLoss());
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  // forward: x, w, join, project, group ids, aggregate, project, aggregate
+  EXPECT_EQ(p.forward_steps, 8);
+  // backward: every relation on the path from the loss to w, none to x
+  EXPECT_EQ(p.backward_steps, 6);
+  EXPECT_NE(p.sql.find("t.tableoid AS toid, t.ctid AS tid"), std::string::npos);
+  EXPECT_EQ(p.sql.find("IS NOT DISTINCT FROM"), std::string::npos);
+}
+
+TEST(Program, ForwardSqlParses) {
+  EXPECT_EQ(ParseError(BuildForwardSql(LinearLoss())), "");
+}
+
+TEST(Program, LossMustBeOneNumericColumn) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  try {
+    BuildGradientProgram(w);
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code, "22023");
+  }
+}
+
+TEST(Program, GroupKeyThatCarriesGradientIsRefused) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
+  RelP g = Aggregate(pre, 1, {{"sum", 1}}, {kF8, kF8});
+  RelP use = Project(g, {Call("mul", {Col(0, kF8), Col(1, kF8)})});
+  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  try {
+    BuildGradientProgram(loss);
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code, "0A000");
+  }
+}
+
+TEST(Program, GroupKeyThatCarriesNoGradientIsAccepted) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
+  RelP g = Aggregate(pre, 1, {{"sum", 1}}, {kF8, kF8});
+  RelP use = Project(g, {Col(1, kF8)});
+  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  EXPECT_EQ(ParseError(BuildGradientProgram(loss).sql), "");
+}
+
+TEST(Program, FunctionWithoutRuleOnTheGradientPathIsRefused) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP p = Project(w, {Opaque("pg_catalog.round($1)", {Col(1, kF8)}, kF8, "round")});
+  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  try {
+    BuildGradientProgram(loss);
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code, "42883");
+    EXPECT_NE(e.message.find("round"), std::string::npos);
+  }
+}
+
+TEST(Program, VolatileFunctionOnTheGradientPathIsRefused) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  auto rnd = Opaque("pg_catalog.random()", {}, kF8, "random");
+  std::const_pointer_cast<Expr>(rnd)->is_volatile = true;
+  RelP p = Project(w, {Call("mul", {Col(1, kF8), rnd})});
+  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  try {
+    BuildGradientProgram(loss);
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_EQ(e.code, "0A000");
+  }
+}
+
+TEST(Program, CaseSublinkUnionAndLimitEmitValidSql) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP x = Scan("public.x", {"f"}, {kI4}, {-1});
+  auto ex = std::make_shared<Expr>();
+  ex->kind = ExprKind::Sublink;
+  ex->type = kBool;
+  ex->sub = x;
+  ex->corr = Opaque("($1 = $2)", {Col(0, kI4, 1), Col(0, kI4)}, kBool);
+  auto filt = std::make_shared<Rel>();
+  filt->kind = RelKind::Filter;
+  filt->cols = w->cols;
+  filt->inputs = {w};
+  filt->cond = ex;
+  auto cs = std::make_shared<Expr>();
+  cs->kind = ExprKind::Case;
+  cs->type = kF8;
+  cs->args = {Opaque("($1 > 0)", {Col(1, kF8)}, kBool), Call("exp", {Col(1, kF8)}), Col(1, kF8)};
+  RelP p = Project(filt, {cs});
+  auto u = std::make_shared<Rel>();
+  u->kind = RelKind::UnionAll;
+  u->cols = {kF8};
+  u->inputs = {p, Project(w, {Call("tanh", {Col(1, kF8)})})};
+  auto lim = std::make_shared<Rel>();
+  lim->kind = RelKind::Limit;
+  lim->cols = u->cols;
+  lim->inputs = {u};
+  lim->order = {{0, true, false}};
+  lim->limit = "3";
+  RelP loss = Aggregate(lim, 0, {{"sum", 0}, {"max", 0}}, {kF8, kF8});
+  RelP one = Project(loss, {Call("add", {Col(0, kF8), Col(1, kF8)})});
+  Program prog = BuildGradientProgram(one);
+  EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
+  EXPECT_NE(prog.sql.find("EXISTS (SELECT 1 FROM"), std::string::npos);
+}
+
+// A relation read twice (a CTE) gets one cotangent: the sum of both readers.
+TEST(Program, SharedRelationSumsItsReaders) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP sq = Project(w, {Col(0, kI4), Call("mul", {Col(1, kF8), Col(1, kF8)})});
+  RelP j = Join(sq, sq, Opaque("($1 = $2)", {Col(0, kI4), Col(2, kI4)}, kBool));
+  RelP p = Project(j, {Call("mul", {Col(1, kF8), Col(3, kF8)})});
+  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  Program prog = BuildGradientProgram(loss);
+  EXPECT_EQ(ParseError(prog.sql), "");
+  EXPECT_NE(prog.sql.find("UNION ALL SELECT q.rid"), std::string::npos) << prog.sql;
+}
+
+}  // namespace
+}  // namespace ddx
