@@ -46,6 +46,22 @@ passed=$((passed + p))
 failed=$((failed + f))
 [ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
 
+note "a session that has not loaded ddx: a clear error, then the right answer"
+DATA=${DDX_PGDATA:-/tmp/ddx-pg-$(id -u)}
+sed -i "s/^shared_preload_libraries = 'ddx'/shared_preload_libraries = ''/" "$DATA/postgresql.conf"
+scripts/pg.sh restart
+psql -X -q -d contrib_regression -c "CREATE TABLE IF NOT EXISTS public.np (val float8); TRUNCATE public.np; INSERT INTO public.np VALUES (3);" >/dev/null
+out=$(psql -X -At -d contrib_regression -v VERBOSITY=sqlstate 2>&1 <<'SQL'
+\set VERBOSITY sqlstate
+WITH loss AS (SELECT sum(val * val) FROM public.np) SELECT grad('loss', val) FROM public.np;
+WITH loss AS (SELECT sum(val * val) FROM public.np) SELECT grad('loss', val) FROM public.np;
+SQL
+)
+echo "$out"
+if [ "$(echo "$out" | tr '\n' ' ')" = "ERROR:  55000 6 " ]; then passed=$((passed + 1)); echo ok; else failed=$((failed + 1)); echo FAILED; fi
+sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'ddx'/" "$DATA/postgresql.conf"
+scripts/pg.sh restart
+
 note "PyTorch oracle tests"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   out=$(/usr/bin/python3 test/torch/test_models.py 2>&1)
