@@ -62,6 +62,22 @@ if [ "$(echo "$out" | tr '\n' ' ')" = "ERROR:  55000 6 " ]; then passed=$((passe
 sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'ddx'/" "$DATA/postgresql.conf"
 scripts/pg.sh restart
 
+note "soak: generated loss queries against finite differences and metamorphic relations"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
+echo "$out" | tail -15
+p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+
+note "faults and concurrency"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/faults.py 2>&1)
+echo "$out"
+p=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+
 note "PyTorch oracle tests"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   out=$(/usr/bin/python3 test/torch/test_models.py 2>&1)

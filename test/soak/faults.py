@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""Faults and concurrency: what a database must survive in a backward pass.
+
+- statement_timeout and pg_cancel_backend in the middle of a backward pass, and
+  an error raised by a user function inside one: the statement fails cleanly,
+  nothing is left behind, and the next gradient in the same session is right.
+- A backend killed (SIGKILL: the server restarts) during a training procedure
+  that commits every step: afterwards the parameter and state tables hold the
+  last committed step, consistent with each other (checked by replaying that
+  many steps from the start).
+- Two sessions training different models at once, and one model's gradient
+  from several sessions at once: no interference.
+- A concurrent writer to the parameter table: the gradient matches the
+  statement's snapshot, in READ COMMITTED and in REPEATABLE READ.
+
+Closes with "faults: N passed, N failed".
+"""
+import os
+import signal
+import sys
+import threading
+import time
+
+import psycopg2
+
+DB = "ddx_faults"
+results = []
+
+
+def report(name, ok, detail=""):
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  {name}{'' if ok else ': ' + detail}", flush=True)
+
+
+def connect(retries=30):
+    for i in range(retries):
+        try:
+            c = psycopg2.connect(dbname=DB)
+            c.autocommit = True
+            return c
+        except psycopg2.OperationalError:
+            time.sleep(0.5)
+    raise RuntimeError("cannot connect")
+
+
+def q(conn, sql, args=None):
+    cur = conn.cursor()
+    cur.execute(sql, args)
+    return cur.fetchall() if cur.description else None
+
+
+SLOW_LOSS = ("WITH loss AS (SELECT sum(a.val * b.val) AS l FROM big a JOIN big b ON a.k % 50 = b.k % 50) "
+             "SELECT count(*) FROM big WHERE grad('loss', big.val) IS NOT NULL")
+SMALL = "WITH loss AS (SELECT sum(val * val * k) AS l FROM small) SELECT k, grad('loss', val) FROM small ORDER BY k"
+
+
+def leftovers(conn):
+    return q(conn, "SELECT count(*) FROM pg_class WHERE relpersistence = 't'")[0][0] + \
+        q(conn, "SELECT count(*) FROM pg_cursors")[0][0]
+
+
+def small_is_right(conn):
+    return q(conn, SMALL) == [(k, 2.0 * k * k) for k in range(1, 4)]
+
+
+def setup(conn):
+    q(conn, """CREATE EXTENSION ddx;
+      CREATE TABLE big (k int, val float8);
+      INSERT INTO big SELECT i, sin(i) FROM generate_series(1, 6000) i;
+      CREATE TABLE small (k int, val float8);
+      INSERT INTO small VALUES (1, 1), (2, 2), (3, 3);
+      ANALYZE;""")
+
+
+def interrupted_backward():
+    conn = connect()
+    q(conn, "SET statement_timeout = '300ms'")
+    try:
+        q(conn, SLOW_LOSS)
+        report("statement_timeout in a backward pass", False, "the statement was not cancelled")
+    except psycopg2.errors.QueryCanceled:
+        q(conn, "RESET statement_timeout")
+        report("statement_timeout in a backward pass", small_is_right(conn) and leftovers(conn) == 0,
+               "next gradient wrong or something left behind")
+
+    other = connect()
+    pid = q(conn, "SELECT pg_backend_pid()")[0][0]
+    timer = threading.Timer(0.3, lambda: q(other, "SELECT pg_cancel_backend(%s)", (pid,)))
+    timer.start()
+    try:
+        q(conn, SLOW_LOSS)
+        report("pg_cancel_backend in a backward pass", False, "the statement was not cancelled")
+    except psycopg2.errors.QueryCanceled:
+        report("pg_cancel_backend in a backward pass", small_is_right(conn) and leftovers(conn) == 0,
+               "next gradient wrong or something left behind")
+    timer.join()
+
+    q(conn, """CREATE FUNCTION boom(float8) RETURNS float8 LANGUAGE plpgsql AS $$
+               BEGIN IF $1 > 2.5 THEN RAISE EXCEPTION 'boom at %', $1; END IF; RETURN $1; END $$""")
+    try:
+        q(conn, "WITH loss AS (SELECT sum(val * val) AS l FROM small WHERE boom(val) > 0) "
+                "SELECT grad('loss', val) FROM small")
+        report("error raised by a user function in a backward pass", False, "no error")
+    except psycopg2.errors.RaiseException:
+        q(conn, "BEGIN; SAVEPOINT s")
+        try:
+            q(conn, "WITH loss AS (SELECT sum(val * val) AS l FROM small WHERE boom(val) > 0) "
+                    "SELECT grad('loss', val) FROM small")
+        except psycopg2.errors.RaiseException:
+            q(conn, "ROLLBACK TO SAVEPOINT s")
+        ok = small_is_right(conn)
+        q(conn, "COMMIT")
+        report("error raised by a user function in a backward pass",
+               ok and small_is_right(conn) and leftovers(conn) == 0, "session not usable afterwards")
+    conn.close()
+    other.close()
+
+
+TRAIN = """
+CREATE TABLE w (f int PRIMARY KEY, val float8);
+CREATE TABLE mom (f int PRIMARY KEY, val float8);
+CREATE TABLE state (id int PRIMARY KEY, step int);
+CREATE TABLE xs (s int, f int, val float8);
+CREATE TABLE ys (s int, val float8);
+INSERT INTO xs SELECT s, f, sin(s * 7 + f * 3) FROM generate_series(1, 200) s, generate_series(1, 4) f;
+INSERT INTO ys SELECT s, cos(s) FROM generate_series(1, 200) s;
+CREATE VIEW tloss AS
+  WITH z AS (SELECT xs.s, sum(xs.val * w.val) AS z FROM xs JOIN w ON w.f = xs.f GROUP BY xs.s)
+  SELECT avg(power(z.z - ys.val, 2)) AS l FROM z JOIN ys ON ys.s = z.s;
+-- SGD with momentum, one committed transaction per step
+CREATE PROCEDURE train(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    CREATE TEMP TABLE IF NOT EXISTS g (f int, g float8);
+    TRUNCATE g;
+    INSERT INTO g SELECT f, grad('tloss', val) FROM w;
+    UPDATE mom SET val = 0.9 * mom.val + g.g FROM g WHERE g.f = mom.f;
+    UPDATE w SET val = w.val - 0.05 * mom.val FROM mom WHERE mom.f = w.f;
+    UPDATE state SET step = step + 1;
+    COMMIT;
+  END LOOP;
+END $$;
+"""
+
+
+def reset_model(conn):
+    q(conn, "DELETE FROM w; DELETE FROM mom; DELETE FROM state;"
+            "INSERT INTO w SELECT f, 0.1 * f FROM generate_series(1, 4) f;"
+            "INSERT INTO mom SELECT f, 0 FROM generate_series(1, 4) f; INSERT INTO state VALUES (1, 0);")
+
+
+def crash_during_training():
+    conn = connect()
+    q(conn, TRAIN)
+    reset_model(conn)
+    victim = connect()
+    pid = q(victim, "SELECT pg_backend_pid()")[0][0]
+    t = threading.Thread(target=lambda: _swallow(lambda: q(victim, "CALL train(100000)")))
+    t.start()
+    time.sleep(1.5)
+    os.kill(pid, signal.SIGKILL)
+    t.join()
+    time.sleep(2)
+    conn = connect()  # after crash recovery
+    step = q(conn, "SELECT step FROM state")[0][0]
+    w_after = q(conn, "SELECT f, val FROM w ORDER BY f")
+    m_after = q(conn, "SELECT f, val FROM mom ORDER BY f")
+    # replay exactly `step` steps from the start in one session
+    reset_model(conn)
+    q(conn, "CALL train(%s)", (step,))
+    same = q(conn, "SELECT f, val FROM w ORDER BY f") == w_after and q(conn, "SELECT f, val FROM mom ORDER BY f") == m_after
+    report(f"SIGKILL during a committing training procedure ({step} steps kept)", step > 0 and same,
+           "parameters and momentum are not those of the last committed step")
+    conn.close()
+
+
+def _swallow(fn):
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+def concurrent_sessions():
+    # two different models trained at once, each against its own sequential run
+    conn = connect()
+    q(conn, """CREATE TABLE wa (f int, val float8); CREATE TABLE wb (f int, val float8);
+               CREATE VIEW la AS SELECT sum(power(val - f, 2)) AS l FROM wa;
+               CREATE VIEW lb AS SELECT sum(exp(val) - val * f) AS l FROM wb;""")
+
+    def init():
+        q(conn, "TRUNCATE wa, wb; INSERT INTO wa SELECT f, 0 FROM generate_series(1, 5) f;"
+                "INSERT INTO wb SELECT f, 0 FROM generate_series(1, 5) f;")
+
+    def steps(table, view, n):
+        c = connect()
+        for _ in range(n):
+            q(c, f"UPDATE {table} SET val = val - 0.1 * grad('{view}', val)")
+        c.close()
+
+    init()
+    steps("wa", "la", 40)
+    steps("wb", "lb", 40)
+    seq = q(conn, "SELECT f, val FROM wa ORDER BY f"), q(conn, "SELECT f, val FROM wb ORDER BY f")
+    init()
+    ts = [threading.Thread(target=steps, args=a) for a in (("wa", "la", 40), ("wb", "lb", 40))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    par = q(conn, "SELECT f, val FROM wa ORDER BY f"), q(conn, "SELECT f, val FROM wb ORDER BY f")
+    report("two sessions training different models at once", seq == par, f"{seq} vs {par}")
+
+    # one model's gradient statement from several sessions at once
+    out = []
+
+    def read():
+        c = connect()
+        for _ in range(20):
+            out.append(q(c, SMALL))
+        c.close()
+    ts = [threading.Thread(target=read) for _ in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    report("one model's gradient from three sessions at once",
+           len(out) == 60 and all(o == out[0] for o in out) and small_is_right(conn), "results differ")
+    conn.close()
+
+
+def concurrent_writer():
+    conn, writer = connect(), connect()
+    q(conn, "CREATE TABLE cw (k int, val float8); INSERT INTO cw SELECT k, k FROM generate_series(1, 4) k")
+    # READ COMMITTED: the writer commits while the statement runs (before grad is evaluated)
+    t = threading.Timer(0.3, lambda: q(writer, "UPDATE cw SET val = val * 10"))
+    t.start()
+    rows = q(conn, "WITH loss AS (SELECT sum(val * val) AS l FROM cw) "
+                   "SELECT k, val, pg_sleep(CASE WHEN k = 1 THEN 0.8 ELSE 0 END)::text, grad('loss', val) "
+                   "FROM cw ORDER BY k")
+    t.join()
+    ok = all(g == 2 * v for (k, v, _, g) in rows) and [v for (_, v, _, _) in rows] == [1, 2, 3, 4]
+    report("concurrent writer, READ COMMITTED: the statement's snapshot", ok, str(rows))
+    # REPEATABLE READ: the transaction's snapshot, after the writer committed
+    conn.autocommit = False
+    cur = conn.cursor()
+    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    cur.execute("SELECT sum(val) FROM cw")
+    before = cur.fetchone()[0]
+    q(writer, "UPDATE cw SET val = val + 1")
+    cur.execute("WITH loss AS (SELECT sum(val * val) AS l FROM cw) SELECT val, grad('loss', val) FROM cw")
+    rows = cur.fetchall()
+    conn.commit()
+    ok = all(g == 2 * v for v, g in rows) and sum(v for v, _ in rows) == before
+    report("concurrent writer, REPEATABLE READ: the transaction's snapshot", ok, str(rows))
+    conn.close()
+    writer.close()
+
+
+def main():
+    admin = psycopg2.connect(dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    admin.cursor().execute(f"CREATE DATABASE {DB}")
+    admin.close()
+    setup(connect())
+    for test in (interrupted_backward, concurrent_sessions, concurrent_writer, crash_during_training):
+        try:
+            test()
+        except Exception as e:
+            report(test.__name__, False, repr(e))
+    passed = sum(results)
+    print(f"faults: {passed} passed, {len(results) - passed} failed")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

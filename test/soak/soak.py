@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""A soak of generated loss queries: ddx's gradient against central finite
+differences of the same query, plus metamorphic relations.
+
+Usage: soak.py [--queries N] [--seed S] [--verbose]
+
+Each case makes small random tables p (the parameters) and d (data) in one of
+several data modes (plain, ties, a third NULLs, duplicate rows, extreme
+values, thousands of rows), generates a random loss over them (joins on shared
+keys, filters, GROUP BY aggregates, CTEs read once or twice, UNION ALL,
+EXISTS, CASE/GREATEST kinks, softmax) and asks for grad('loss', p.val).
+
+Allowed outcomes: a correct gradient, or a refusal whose SQLSTATE is outside
+class XX. A crash, an internal error or a wrong number fails the soak.
+Finite differences are screened at kinks: a row whose differences at two step
+sizes disagree is not compared. Metamorphic relations checked on every
+answered case: ∇(cL) = c∇L, ∇(L + c) = ∇L, ∇(L²) = 2L∇L, the loss spelled as
+a scalar subquery = the loss spelled as a CTE name, NOT MATERIALIZED =
+MATERIALIZED, and a different physical row order of the tables.
+
+Closes with "soak: N passed, N failed" (passed = cases answered correctly or
+refused cleanly).
+"""
+import argparse
+import math
+import random
+import sys
+import time
+
+import psycopg2
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--queries", type=int, default=200)
+ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--verbose", action="store_true")
+args = ap.parse_args()
+R = random.Random(args.seed)
+
+
+def connect():
+    c = psycopg2.connect(dbname="ddx_soak")
+    c.autocommit = True
+    # a generated join chain can explode; such a case is skipped, not failed
+    c.cursor().execute("SET statement_timeout = '20s'")
+    return c
+
+
+# --- data -------------------------------------------------------------------
+
+MODES = ["plain", "ties", "nulls", "duplicates", "extreme", "large"]
+
+
+def make_rows(mode, n, keys):
+    rows = []
+    for _ in range(n):
+        k = R.randrange(keys)
+        g = R.randrange(3)
+        if mode == "ties":
+            v = R.choice([-1.0, 0.5, 0.5, 2.0])
+        elif mode == "extreme":
+            v = R.choice([1e-6, -1e-6, 3e3, -2e3, 0.7]) * R.uniform(0.9, 1.1)
+        else:
+            v = round(R.uniform(-2, 2), 3)
+        if mode == "nulls":
+            if R.random() < 0.33:
+                v = None
+            if R.random() < 0.2:
+                k = None
+        rows.append((k, g, v))
+    if mode == "duplicates":
+        rows += [rows[i] for i in range(0, len(rows), 2)]
+    return rows
+
+
+def load(cur, mode):
+    n = 1000 if mode == "large" else R.randint(3, 7)
+    keys = 300 if mode == "large" else 4
+    p = make_rows(mode, n, keys)
+    d = make_rows(mode if mode != "extreme" else "plain", 1000 if mode == "large" else R.randint(3, 8), keys)
+    cur.execute("DROP TABLE IF EXISTS p, d CASCADE; CREATE TABLE p (k int, g int, val float8); "
+                "CREATE TABLE d (k int, g int, val float8);")
+    cur.executemany("INSERT INTO p VALUES (%s, %s, %s)", p)
+    cur.executemany("INSERT INTO d VALUES (%s, %s, %s)", d)
+    cur.execute("ANALYZE p; ANALYZE d;")
+
+
+# --- queries ----------------------------------------------------------------
+# Every relation has columns (k int, g int, v float8).
+
+def scalar(a, b, depth=0):
+    """A differentiable expression over SQL expressions a and b."""
+    if depth > 1 or R.random() < 0.3:
+        return R.choice([a, b, f"({a} * {b})", f"({a} + 0.5)"])
+    x, y = scalar(a, b, depth + 1), scalar(a, b, depth + 1)
+    return R.choice([
+        f"({x} + {y})", f"({x} - {y})", f"({x} * {y})", f"({x} / (2 + {y} * {y}))",
+        f"tanh({x})", f"sin({x})", f"power({x}, 2)", f"sqrt(1 + {x} * {x})", f"ln(1 + {x} * {x})",
+        f"abs({x})", f"greatest({x}, {y})", f"least({x}, 0.3)",
+        f"CASE WHEN {x} > {y} THEN {x} * 2 ELSE {y} END", f"coalesce({x}, 0.25)", f"exp(tanh({x}))",
+    ])
+
+
+def relation(depth):
+    if depth <= 0 or R.random() < 0.25:
+        t = R.choice(["p", "p", "d"])
+        return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
+    kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left"])
+    a, pa = relation(depth - 1)
+    if kind == "filter":
+        cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
+        return f"SELECT r.k, r.g, {scalar('r.v', 'r.v')} AS v FROM ({a}) r WHERE {cond}", pa
+    if kind == "group":
+        agg = R.choice(["sum", "avg", "max", "min", "sum"])
+        key = R.choice(["k", "g"])
+        return f"SELECT r.{key} AS k, 0 AS g, {agg}({scalar('r.v', 'r.v')}) AS v FROM ({a}) r GROUP BY r.{key}", pa
+    if kind == "exists":
+        return (f"SELECT r.k, r.g, r.v FROM ({a}) r WHERE "
+                f"{R.choice(['', 'NOT '])}EXISTS (SELECT 1 FROM d WHERE d.k = r.k AND d.val > -1)"), pa
+    if kind == "softmax":
+        return (f"SELECT r.k, r.g, exp(r.v - m.m) / s.s AS v FROM ({a}) r "
+                f"JOIN (SELECT g, max(v) AS m FROM ({a}) q GROUP BY g) m ON m.g = r.g "
+                f"JOIN (SELECT q.g, sum(exp(q.v - m2.m)) AS s FROM ({a}) q "
+                f"JOIN (SELECT g, max(v) AS m FROM ({a}) q2 GROUP BY g) m2 ON m2.g = q.g GROUP BY q.g) s "
+                f"ON s.g = r.g"), pa
+    b, pb = relation(depth - 1)
+    if kind == "join":
+        on = R.choice(["x.k = y.k", "x.g = y.g", "x.k = y.k AND x.g = y.g", "x.k IS NOT DISTINCT FROM y.k"])
+        return f"SELECT x.k, y.g, {scalar('x.v', 'y.v')} AS v FROM ({a}) x JOIN ({b}) y ON {on}", pa or pb
+    if kind == "left":
+        return (f"SELECT x.k, x.g, {scalar('x.v', 'coalesce(y.v, 1)')} AS v FROM ({a}) x "
+                f"LEFT JOIN ({b}) y ON x.k = y.k AND x.g = y.g"), pa or pb
+    if kind == "union":
+        return f"SELECT k, g, v FROM ({a}) u1 UNION ALL SELECT k, g, v FROM ({b}) u2", pa or pb
+    # cte2: a relation read twice, written as a subquery twice
+    return f"SELECT x.k, x.g, {scalar('x.v', 'y.v')} AS v FROM ({a}) x JOIN ({a}) y ON x.k = y.k", pa
+
+
+def loss_query():
+    while True:
+        rel, uses_p = relation(R.randint(1, 3))
+        if uses_p:
+            break
+    outer = R.choice(["sum", "avg", "sum"])
+    return f"SELECT {outer}({scalar('r.v', 'r.v')}) AS l FROM ({rel}) r"
+
+
+# --- oracles -----------------------------------------------------------------
+
+def grads(cur, loss, spelling="cte", materialized=""):
+    if spelling == "cte":
+        cur.execute(f"WITH loss AS {materialized} ({loss}) "
+                    f"SELECT p.ctid::text, grad('loss', p.val) FROM p")
+    else:
+        cur.execute(f"SELECT p.ctid::text, grad(({loss}), p.val) FROM p")
+    return dict(cur.fetchall())
+
+
+def loss_value(cur, loss):
+    cur.execute(loss)
+    return cur.fetchone()[0]
+
+
+def fd(cur, loss, ctid, h):
+    vals = []
+    for s in (h, -h):
+        cur.execute("BEGIN")
+        cur.execute("UPDATE p SET val = val + %s WHERE ctid = %s::tid", (s, ctid))
+        vals.append(loss_value(cur, loss))
+        cur.execute("ROLLBACK")
+    if None in vals:
+        return None
+    return (vals[0] - vals[1]) / (2 * h)
+
+
+def close(a, b, rtol=1e-6, atol=1e-8):
+    if a is None or b is None:
+        return a is None and b is None
+    if math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+
+
+STATS = {"fd_rows": 0, "kink_rows": 0}
+
+
+def run_case(conn, i):
+    cur = conn.cursor()
+    mode = R.choice(MODES)
+    load(cur, mode)
+    loss = loss_query()
+    try:
+        g = grads(cur, loss)
+    except psycopg2.Error as e:
+        code = e.pgcode or "connection"
+        if code == "57014":
+            return "skipped (statement timeout)", loss, mode
+        ok = code[:2] != "XX" and code != "connection"
+        return ("refused " + code) if ok else ("FAILED " + code + ": " + str(e).splitlines()[0]), loss, mode
+    L = loss_value(cur, loss)
+    problems = []
+    # finite differences, screened at kinks; skipped for the large mode (cost)
+    if mode != "large":
+        cur.execute("SELECT ctid::text, val FROM p")
+        for ctid, val in cur.fetchall():
+            if val is None:
+                if g[ctid] is not None:
+                    problems.append(f"NULL value with gradient {g[ctid]}")
+                continue
+            h = 1e-5 * max(1.0, abs(val))
+            f1, f2 = fd(cur, loss, ctid, h), fd(cur, loss, ctid, h / 8)
+            if f1 is None or f2 is None or not close(f1, f2, 1e-4, 1e-6):
+                STATS["kink_rows"] += 1
+                continue  # a kink or a NULL nearby: no finite-difference oracle here
+            STATS["fd_rows"] += 1
+            if not close(g[ctid], f2, 1e-4, 1e-6 * max(1.0, abs(L or 0))):
+                problems.append(f"row {ctid}: ddx {g[ctid]} vs finite differences {f2}")
+    # metamorphic relations
+    scaled = grads(cur, f"SELECT 3 * l AS l FROM ({loss}) q")
+    shifted = grads(cur, f"SELECT l + 5 AS l FROM ({loss}) q")
+    squared = grads(cur, f"SELECT l * l AS l FROM ({loss}) q")
+    sub = grads(cur, loss, spelling="subquery")
+    nomat = grads(cur, loss, materialized="NOT MATERIALIZED")
+    for ctid, v in g.items():
+        if v is None:
+            continue
+        checks = [("3L", scaled[ctid], 3 * v), ("L+5", shifted[ctid], v), ("subquery", sub[ctid], v),
+                  ("not materialized", nomat[ctid], v)]
+        if L is not None:
+            checks.append(("L^2", squared[ctid], 2 * L * v))
+        for name, got, want in checks:
+            if not close(got, want, 1e-9, 1e-12 * max(1.0, abs(L or 0), abs(v))):
+                problems.append(f"{name}: {got} vs {want}")
+    # physical row order: rewrite the tables in reverse order, compare by content
+    before = sorted((k, gr, val, gv) for (ctid, gv), (k, gr, val) in
+                    zip(sorted(g.items()), []))
+    cur.execute("SELECT k, g, val, ctid::text FROM p ORDER BY ctid")
+    rows = cur.fetchall()
+    by_content = sorted((r[0] if r[0] is not None else -99, r[1], r[2] if r[2] is not None else -99, g[r[3]] or 0)
+                        for r in rows)
+    cur.execute("CREATE TEMP TABLE p2 AS SELECT * FROM p ORDER BY ctid DESC; TRUNCATE p; "
+                "INSERT INTO p SELECT * FROM p2; DROP TABLE p2;")
+    g2 = grads(cur, loss)
+    cur.execute("SELECT k, g, val, ctid::text FROM p")
+    by_content2 = sorted((r[0] if r[0] is not None else -99, r[1], r[2] if r[2] is not None else -99,
+                          g2[r[3]] or 0) for r in cur.fetchall())
+    for a, b in zip(by_content, by_content2):
+        if a[:3] != b[:3] or not close(a[3], b[3], 1e-9, 1e-12):
+            # equal rows may legitimately swap gradients only if they are equal too; the sorted
+            # lists compare multisets, so any difference here is a real one
+            problems.append(f"row order: {a} vs {b}")
+            break
+    del before
+    if problems:
+        return "FAILED " + "; ".join(problems[:3]), loss, mode
+    return "ok", loss, mode
+
+
+def main():
+    admin = psycopg2.connect(dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute("DROP DATABASE IF EXISTS ddx_soak WITH (FORCE)")
+    admin.cursor().execute("CREATE DATABASE ddx_soak")
+    conn = connect()
+    conn.cursor().execute("CREATE EXTENSION ddx")
+    passed = failed = refused = 0
+    t0 = time.time()
+    for i in range(args.queries):
+        try:
+            verdict, loss, mode = run_case(conn, i)
+        except psycopg2.OperationalError as e:
+            verdict, loss, mode = "FAILED connection lost (crash?): " + str(e).splitlines()[0], "?", "?"
+            time.sleep(3)
+            conn = connect()
+        except psycopg2.Error as e:
+            verdict, loss, mode = f"FAILED {e.pgcode}: " + str(e).splitlines()[0], "?", "?"
+            conn.rollback() if not conn.autocommit else None
+        if verdict.startswith("FAILED"):
+            failed += 1
+            print(f"case {i} [{mode}] {verdict}\n  loss: {loss}", flush=True)
+        else:
+            passed += 1
+            refused += verdict.startswith("refused")
+            if args.verbose:
+                print(f"case {i} [{mode}] {verdict}", flush=True)
+    print(f"soak: {args.queries} queries (seed {args.seed}) in {time.time() - t0:.0f} s, "
+          f"{passed - refused} answered and checked, {refused} refused cleanly; "
+          f"{STATS['fd_rows']} rows compared with finite differences, {STATS['kink_rows']} skipped at kinks")
+    print(f"soak: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
