@@ -78,6 +78,18 @@ f=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p'
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
+note "pg_regress under valgrind memcheck"
+if [ "${DDX_SKIP_VALGRIND:-}" = 1 ]; then
+  echo "skipped (DDX_SKIP_VALGRIND=1)"
+elif scripts/valgrind.sh >build/valgrind.log 2>&1; then
+  tail -1 build/valgrind.log
+  passed=$((passed + 1))
+else
+  tail -20 build/valgrind.log
+  failed=$((failed + 1))
+fi
+eval "$(scripts/pg.sh env)"
+
 note "PyTorch oracle tests"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   out=$(/usr/bin/python3 test/torch/test_models.py 2>&1)

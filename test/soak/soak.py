@@ -16,7 +16,8 @@ Finite differences are screened at kinks: a row whose differences at two step
 sizes disagree is not compared. Metamorphic relations checked on every
 answered case: ∇(cL) = c∇L, ∇(L + c) = ∇L, ∇(L²) = 2L∇L, the loss spelled as
 a scalar subquery = the loss spelled as a CTE name, NOT MATERIALIZED =
-MATERIALIZED, and a different physical row order of the tables.
+MATERIALIZED, every join spelled with its sides swapped (LEFT as RIGHT), and
+a different physical row order of the tables.
 
 Closes with "soak: N passed, N failed" (passed = cases answered correctly or
 refused cleanly).
@@ -100,6 +101,9 @@ def scalar(a, b, depth=0):
     ])
 
 
+SWAP = False  # spell every join with its sides swapped (the join-order relation)
+
+
 def relation(depth):
     if depth <= 0 or R.random() < 0.25:
         t = R.choice(["p", "p", "d"])
@@ -125,10 +129,15 @@ def relation(depth):
     b, pb = relation(depth - 1)
     if kind == "join":
         on = R.choice(["x.k = y.k", "x.g = y.g", "x.k = y.k AND x.g = y.g", "x.k IS NOT DISTINCT FROM y.k"])
-        return f"SELECT x.k, y.g, {scalar('x.v', 'y.v')} AS v FROM ({a}) x JOIN ({b}) y ON {on}", pa or pb
+        sel = f"SELECT x.k, y.g, {scalar('x.v', 'y.v')} AS v"
+        if SWAP:
+            return f"{sel} FROM ({b}) y JOIN ({a}) x ON {on}", pa or pb
+        return f"{sel} FROM ({a}) x JOIN ({b}) y ON {on}", pa or pb
     if kind == "left":
-        return (f"SELECT x.k, x.g, {scalar('x.v', 'coalesce(y.v, 1)')} AS v FROM ({a}) x "
-                f"LEFT JOIN ({b}) y ON x.k = y.k AND x.g = y.g"), pa or pb
+        sel = f"SELECT x.k, x.g, {scalar('x.v', 'coalesce(y.v, 1)')} AS v"
+        if SWAP:
+            return f"{sel} FROM ({b}) y RIGHT JOIN ({a}) x ON x.k = y.k AND x.g = y.g", pa or pb
+        return f"{sel} FROM ({a}) x LEFT JOIN ({b}) y ON x.k = y.k AND x.g = y.g", pa or pb
     if kind == "union":
         return f"SELECT k, g, v FROM ({a}) u1 UNION ALL SELECT k, g, v FROM ({b}) u2", pa or pb
     # cte2: a relation read twice, written as a subquery twice
@@ -136,6 +145,19 @@ def relation(depth):
 
 
 def loss_query():
+    """The loss, and the same loss with every join's sides swapped."""
+    global SWAP
+    state = R.getstate()
+    SWAP = False
+    plain = one_loss()
+    R.setstate(state)
+    SWAP = True
+    swapped = one_loss()
+    SWAP = False
+    return plain, swapped
+
+
+def one_loss():
     while True:
         rel, uses_p = relation(R.randint(1, 3))
         if uses_p:
@@ -160,14 +182,20 @@ def loss_value(cur, loss):
     return cur.fetchone()[0]
 
 
-def fd(cur, loss, ctid, h):
+def fd(cur, loss, ctid, h, L0):
+    """Central difference at step h; None where the loss is NULL nearby or the
+    one-sided differences disagree (a kink, e.g. tied MIN/MAX values, where the
+    central difference averages two one-sided slopes)."""
     vals = []
     for s in (h, -h):
         cur.execute("BEGIN")
         cur.execute("UPDATE p SET val = val + %s WHERE ctid = %s::tid", (s, ctid))
         vals.append(loss_value(cur, loss))
         cur.execute("ROLLBACK")
-    if None in vals:
+    if None in vals or L0 is None:
+        return None
+    forward, backward = (vals[0] - L0) / h, (L0 - vals[1]) / h
+    if not close(forward, backward, 1e-3, 1e-5):
         return None
     return (vals[0] - vals[1]) / (2 * h)
 
@@ -187,7 +215,7 @@ def run_case(conn, i):
     cur = conn.cursor()
     mode = R.choice(MODES)
     load(cur, mode)
-    loss = loss_query()
+    loss, swapped_loss = loss_query()
     try:
         g = grads(cur, loss)
     except psycopg2.Error as e:
@@ -207,7 +235,7 @@ def run_case(conn, i):
                     problems.append(f"NULL value with gradient {g[ctid]}")
                 continue
             h = 1e-5 * max(1.0, abs(val))
-            f1, f2 = fd(cur, loss, ctid, h), fd(cur, loss, ctid, h / 8)
+            f1, f2 = fd(cur, loss, ctid, h, L), fd(cur, loss, ctid, h / 8, L)
             if f1 is None or f2 is None or not close(f1, f2, 1e-4, 1e-6):
                 STATS["kink_rows"] += 1
                 continue  # a kink or a NULL nearby: no finite-difference oracle here
@@ -220,19 +248,18 @@ def run_case(conn, i):
     squared = grads(cur, f"SELECT l * l AS l FROM ({loss}) q")
     sub = grads(cur, loss, spelling="subquery")
     nomat = grads(cur, loss, materialized="NOT MATERIALIZED")
+    swapped = grads(cur, swapped_loss)
     for ctid, v in g.items():
         if v is None:
             continue
         checks = [("3L", scaled[ctid], 3 * v), ("L+5", shifted[ctid], v), ("subquery", sub[ctid], v),
-                  ("not materialized", nomat[ctid], v)]
+                  ("not materialized", nomat[ctid], v), ("join order", swapped[ctid], v)]
         if L is not None:
             checks.append(("L^2", squared[ctid], 2 * L * v))
         for name, got, want in checks:
             if not close(got, want, 1e-9, 1e-12 * max(1.0, abs(L or 0), abs(v))):
                 problems.append(f"{name}: {got} vs {want}")
     # physical row order: rewrite the tables in reverse order, compare by content
-    before = sorted((k, gr, val, gv) for (ctid, gv), (k, gr, val) in
-                    zip(sorted(g.items()), []))
     cur.execute("SELECT k, g, val, ctid::text FROM p ORDER BY ctid")
     rows = cur.fetchall()
     by_content = sorted((r[0] if r[0] is not None else -99, r[1], r[2] if r[2] is not None else -99, g[r[3]] or 0)
@@ -249,7 +276,6 @@ def run_case(conn, i):
             # lists compare multisets, so any difference here is a real one
             problems.append(f"row order: {a} vs {b}")
             break
-    del before
     if problems:
         return "FAILED " + "; ".join(problems[:3]), loss, mode
     return "ok", loss, mode

@@ -203,6 +203,19 @@ TEST(Program, CaseSublinkUnionAndLimitEmitValidSql) {
   EXPECT_NE(prog.sql.find("EXISTS (SELECT 1 FROM"), std::string::npos);
 }
 
+// Broke once: with no gradient reaching any parameter, the final UNION had
+// only the loss-row count, whose columns were unnamed ("z.toid does not exist").
+TEST(Program, NoParameterReachedStillNamesTheResultColumns) {
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
+  RelP g = Aggregate(pre, 1, {{"count", 1}}, {kF8, {"pg_catalog.int8", false}});
+  RelP use = Project(g, {Call("cast", {Col(1, {"pg_catalog.int8", false})})});
+  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  Program prog = BuildGradientProgram(loss);
+  EXPECT_EQ(ParseError(prog.sql), "");
+  EXPECT_NE(prog.sql.find("NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx"), std::string::npos);
+}
+
 // A relation read twice (a CTE) gets one cotangent: the sum of both readers.
 TEST(Program, SharedRelationSumsItsReaders) {
   RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
