@@ -8,6 +8,13 @@
 CREATE FUNCTION grad("any", "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- vjp(out, cotangent, t.col): the gradient of Σ out.v · cotangent.v over the
+-- rows of out matched with the cotangent on the output's keys (its columns
+-- that do not depend on a parameter), for every value column v. grad is vjp
+-- seeded with 1.
+CREATE FUNCTION vjp("any", "any", "any") RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- What grad becomes: the program, the parameter's index in it, the row's
 -- identity and whether the row's value is NULL. Not for direct use.
 CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool) RETURNS float8

@@ -91,7 +91,7 @@ class Builder {
     return p;
   }
 
-  const RelP &loss() const { return loss_; }
+  const std::vector<bool> &Active(const Rel *r) const { return active_.at(r); }
   std::string F(const Rel *r) const { return "f" + std::to_string(id_.at(r)); }
   std::string G(const Rel *r) const { return "g" + std::to_string(id_.at(r)); }
   std::string B(const Rel *r) const { return "b" + std::to_string(id_.at(r)); }
@@ -564,6 +564,11 @@ class Builder {
 };
 
 }  // namespace
+
+std::vector<bool> ActiveColumns(const RelP &rel) {
+  Builder b(rel);
+  return b.Active(rel.get());
+}
 
 Program BuildGradientProgram(const RelP &loss) {
   Builder b(loss);

@@ -26,6 +26,7 @@ extern "C" {
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/sysattr.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
@@ -59,6 +60,7 @@ struct DdxOids {
   bool valid;
   bool present;
   Oid grad;
+  Oid vjp;
   Oid grad_at;
   Oid stop[2];
 };
@@ -91,6 +93,8 @@ bool LookupOids() {
       Oid at[5] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID};
       Oid f8[1] = {FLOAT8OID};
       o.grad = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("grad"))), 2, any2, true);
+      Oid any3[3] = {ANYOID, ANYOID, ANYOID};
+      o.vjp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("vjp"))), 3, any3, true);
       o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
@@ -113,9 +117,15 @@ Query *InnerQuery(Query *q) {
   return inner && IsA(inner, Query) ? castNode(Query, inner) : nullptr;
 }
 
+bool IsDdxCall(Node *node) {
+  if (!IsA(node, FuncExpr)) return false;
+  Oid f = castNode(FuncExpr, node)->funcid;
+  return f == oids.grad || (f == oids.vjp && OidIsValid(f));
+}
+
 bool ContainsGrad(Node *node, void *ctx) {
   if (!node) return false;
-  if (IsA(node, FuncExpr) && castNode(FuncExpr, node)->funcid == oids.grad) return true;
+  if (IsDdxCall(node)) return true;
   if (IsA(node, Query)) {
     Query *q = castNode(Query, node);
     if (Query *inner = InnerQuery(q)) return ContainsGrad((Node *)inner, ctx);
@@ -126,6 +136,7 @@ bool ContainsGrad(Node *node, void *ctx) {
 
 struct GradCall {
   FuncExpr *fe;
+  bool vjp = false;  // vjp(out, cotangent, t.col); else grad(loss, t.col)
   std::vector<Query *> stack;  // outermost first; back() holds the call
   // resolved
   Var *param = nullptr;  // as written
@@ -151,9 +162,10 @@ bool Collect(Node *node, Collector *c) {
     c->stack.pop_back();
     return false;
   }
-  if (IsA(node, FuncExpr) && castNode(FuncExpr, node)->funcid == oids.grad) {
+  if (IsDdxCall(node)) {
     GradCall call;
     call.fe = castNode(FuncExpr, node);
+    call.vjp = call.fe->funcid == oids.vjp;
     call.stack = c->stack;
     c->calls.push_back(call);
     return false;
@@ -170,10 +182,10 @@ std::string Str(const char *s) { return s ? s : ""; }
 
 // Resolves grad's second argument to a column of a table.
 void ResolveParam(GradCall &call) {
-  Node *arg = StripRelabel((Node *)lsecond(call.fe->args));
+  Node *arg = StripRelabel((Node *)list_nth(call.fe->args, call.vjp ? 2 : 1));
   if (!arg || !IsA(arg, Var))
     throw Error(sqlstate::kUndefinedColumn, "the parameter of grad must be a column of a table",
-                "The second argument of grad is an expression, not a column.",
+                "The parameter argument is an expression, not a column.",
                 "Write grad('loss', t.col) where t is a table in the FROM list.", call.fe->location);
   call.param = castNode(Var, arg);
   Var *v = call.param;
@@ -193,7 +205,7 @@ void ResolveParam(GradCall &call) {
   if (rte->rtekind != RTE_RELATION || attno <= 0 ||
       (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE))
     throw Error(sqlstate::kUndefinedColumn, "the parameter of grad must be a column of a table",
-                "The second argument of grad is a column of a subquery, CTE, view or join, not of a table.",
+                "The parameter argument is a column of a subquery, CTE, view or join, not of a table.",
                 "Name a column of a table (ordinary, temporary, unlogged or partitioned) in the FROM list.",
                 call.fe->location);
   Oid type = v->vartype;
@@ -210,31 +222,39 @@ void ResolveParam(GradCall &call) {
 
 // What a loss argument names: a CTE (and the level that owns it), a view, or
 // a scalar subquery.
-struct LossRef {
+struct NamedRel {
   CommonTableExpr *cte = nullptr;
   int owner_level = -1;
   Oid view = InvalidOid;
   SubLink *sublink = nullptr;
-  bool operator==(const LossRef &o) const {
-    return cte == o.cte && view == o.view && sublink == o.sublink;
-  }
+  std::string name;
+  bool operator==(const NamedRel &o) const { return cte == o.cte && view == o.view && sublink == o.sublink; }
 };
 
-LossRef ResolveLoss(const GradCall &call) {
-  Node *arg = (Node *)linitial(call.fe->args);
-  LossRef ref;
-  if (IsA(arg, SubLink) && castNode(SubLink, arg)->subLinkType == EXPR_SUBLINK) {
+// A loss: grad's relation, or vjp's output relation and cotangent relation.
+struct LossRef {
+  NamedRel out, cot;
+  bool vjp = false;
+  bool operator==(const LossRef &o) const { return vjp == o.vjp && out == o.out && (!vjp || cot == o.cot); }
+};
+
+NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool allow_sublink) {
+  NamedRel ref;
+  if (allow_sublink && IsA(arg, SubLink) && castNode(SubLink, arg)->subLinkType == EXPR_SUBLINK) {
     ref.sublink = castNode(SubLink, arg);
     return ref;
   }
   if (!IsA(arg, Const) || (castNode(Const, arg)->consttype != TEXTOID && castNode(Const, arg)->consttype != UNKNOWNOID) ||
       castNode(Const, arg)->constisnull)
-    throw Error(sqlstate::kInvalidParameterValue, "the loss of grad must be a CTE name, a view name or a scalar subquery",
-                "", "Write grad('loss', t.col) or grad((SELECT l FROM loss), t.col).", call.fe->location);
+    throw Error(sqlstate::kInvalidParameterValue,
+                std::string("the ") + what + " must be a CTE name" + (allow_sublink ? ", a view name or a scalar subquery" : " or a view name"),
+                "", call.vjp ? "Write vjp('out', 'cotangent', t.col)." : "Write grad('loss', t.col) or grad((SELECT l FROM loss), t.col).",
+                call.fe->location);
   Const *k = castNode(Const, arg);
   std::string name = Str(PgCall([&] {
     return k->consttype == TEXTOID ? TextDatumGetCString(k->constvalue) : DatumGetCString(k->constvalue);
   }));
+  ref.name = name;
   for (int level = static_cast<int>(call.stack.size()) - 1; level >= 0; level--) {
     ListCell *lc;
     foreach (lc, call.stack[level]->cteList) {
@@ -258,15 +278,134 @@ LossRef ResolveLoss(const GradCall &call) {
     return r;
   });
   if (!OidIsValid(f.relid))
-    throw Error(sqlstate::kUndefinedTable, "loss \"" + name + "\" does not exist",
-                "It is neither a CTE visible where grad is called nor a view.",
-                "Define the loss in a WITH clause of this statement, or as a view.", call.fe->location);
+    throw Error(sqlstate::kUndefinedTable, std::string(what) + " \"" + name + "\" does not exist",
+                "It is neither a CTE visible where the call stands nor a view.",
+                "Define it in a WITH clause of this statement, or as a view.", call.fe->location);
   if (f.relkind != RELKIND_VIEW)
-    throw Error(sqlstate::kInvalidParameterValue, "loss \"" + name + "\" is not a view or CTE",
-                "A table holds no computation to differentiate.", "Define the loss as a view or a CTE.",
+    throw Error(sqlstate::kInvalidParameterValue, std::string(what) + " \"" + name + "\" is not a view or CTE",
+                "A table holds no computation to differentiate.", "Define it as a view or a CTE.",
                 call.fe->location);
   ref.view = f.relid;
   return ref;
+}
+
+LossRef ResolveLoss(const GradCall &call) {
+  LossRef ref;
+  ref.vjp = call.vjp;
+  if (call.vjp) {
+    ref.out = ResolveName(call, (Node *)linitial(call.fe->args), "output relation", false);
+    ref.cot = ResolveName(call, (Node *)lsecond(call.fe->args), "cotangent relation", false);
+  } else {
+    ref.out = ResolveName(call, (Node *)linitial(call.fe->args), "loss", true);
+  }
+  return ref;
+}
+
+// The column names of a CTE or view.
+std::vector<std::string> ColumnNames(const NamedRel &r) {
+  std::vector<std::string> names;
+  if (r.cte) {
+    ListCell *lc;
+    foreach (lc, r.cte->ctecolnames) names.push_back(strVal(lfirst(lc)));
+    return names;
+  }
+  struct Raw {
+    int n;
+    char **names;
+  };
+  Raw raw = PgCall([&] {
+    Relation rel = relation_open(r.view, AccessShareLock);
+    TupleDesc td = RelationGetDescr(rel);
+    Raw x{td->natts, (char **)palloc(sizeof(char *) * Max(td->natts, 1))};
+    for (int i = 0; i < td->natts; i++) x.names[i] = pstrdup(NameStr(TupleDescAttr(td, i)->attname));
+    relation_close(rel, AccessShareLock);
+    return x;
+  });
+  for (int i = 0; i < raw.n; i++) names.push_back(raw.names[i]);
+  return names;
+}
+
+ExprP VjpCol(int col, const Type &t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Col;
+  e->col = col;
+  e->type = t;
+  return e;
+}
+
+ExprP VjpNode(ExprKind kind, std::string text, std::vector<ExprP> args, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = kind;
+  e->text = std::move(text);
+  e->args = std::move(args);
+  e->type = std::move(t);
+  return e;
+}
+
+// The loss of vjp: Σ over rows of out ⋈ cot (on the output's keys, NULL-safe)
+// of Σ over value columns of out.v · cot.v. The output's keys are its columns
+// that do not depend on a parameter; cot names the same keys and values.
+RelP VjpLoss(const RelP &out, const std::vector<std::string> &out_names, const RelP &cot,
+             const std::vector<std::string> &cot_names) {
+  const Type f8{"pg_catalog.float8", true}, boolean{"pg_catalog.bool", false};
+  std::vector<bool> active = ActiveColumns(out);
+  int nout = static_cast<int>(out->cols.size());
+  std::vector<ExprP> keys, products;
+  for (int i = 0; i < nout; i++) {
+    int j = 0;
+    while (j < static_cast<int>(cot_names.size()) && cot_names[j] != out_names[i]) j++;
+    if (j == static_cast<int>(cot_names.size()))
+      throw Error(sqlstate::kUndefinedColumn, "the cotangent relation has no column \"" + out_names[i] + "\"",
+                  "The cotangent names the output's keys and has one column per output value, of the same name.");
+    ExprP o = VjpCol(i, out->cols[i]), c = VjpCol(nout + j, cot->cols[j]);
+    if (!active[i]) {
+      keys.push_back(VjpNode(ExprKind::Opaque, "($1 IS NOT DISTINCT FROM $2)", {o, c}, boolean));
+      continue;
+    }
+    if (!cot->cols[j].differentiable)
+      throw Error(sqlstate::kDatatypeMismatch, "cotangent column \"" + cot_names[j] + "\" is not a number");
+    products.push_back(VjpNode(ExprKind::Call, "mul", {o, VjpNode(ExprKind::Call, "cast", {c}, f8)}, f8));
+  }
+  auto join = std::make_shared<Rel>();
+  join->kind = RelKind::Join;
+  join->cols = out->cols;
+  join->cols.insert(join->cols.end(), cot->cols.begin(), cot->cols.end());
+  join->inputs = {out, cot};
+  if (keys.size() == 1) join->cond = keys[0];
+  else if (!keys.empty()) {
+    std::string t = "(";
+    for (size_t k = 0; k < keys.size(); k++) t += (k ? " AND $" : "$") + std::to_string(k + 1);
+    join->cond = VjpNode(ExprKind::Opaque, t + ")", keys, boolean);
+  }
+  if (products.empty()) products.push_back(VjpNode(ExprKind::Const, "0::float8", {}, f8));
+  auto proj = std::make_shared<Rel>();
+  proj->kind = RelKind::Project;
+  proj->inputs = {join};
+  proj->exprs = products;
+  proj->cols.assign(products.size(), f8);
+  auto agg = std::make_shared<Rel>();
+  agg->kind = RelKind::Aggregate;
+  agg->inputs = {proj};
+  for (size_t k = 0; k < products.size(); k++) {
+    agg->aggs.push_back(AggCall{"sum", static_cast<int>(k)});
+    agg->cols.push_back(f8);
+  }
+  // Σ_k coalesce(sum_k, 0)
+  ExprP total;
+  for (size_t k = 0; k < products.size(); k++) {
+    ExprP sk = VjpCol(static_cast<int>(k), f8);
+    ExprP term = VjpNode(ExprKind::Case, "",
+                         {VjpNode(ExprKind::Opaque, "($1 IS NOT NULL)", {sk}, boolean), sk,
+                          VjpNode(ExprKind::Const, "0::float8", {}, f8)},
+                         f8);
+    total = total ? VjpNode(ExprKind::Call, "add", {total, term}, f8) : term;
+  }
+  auto loss = std::make_shared<Rel>();
+  loss->kind = RelKind::Project;
+  loss->inputs = {agg};
+  loss->exprs = {total};
+  loss->cols = {f8};
+  return loss;
 }
 
 void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
@@ -298,13 +437,16 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
       if (call.group == static_cast<int>(g) && !first) first = &call;
     try {
       Translator tr(params[g], stop_oids);
-      RelP loss;
       const LossRef &ref = losses[g];
       std::vector<Scope> scopes(first->stack.size());
       for (size_t i = 0; i < scopes.size(); i++) scopes[i] = Scope{first->stack[i], i ? &scopes[i - 1] : nullptr};
-      if (ref.cte) loss = tr.TranslateCte(ref.cte, &scopes[ref.owner_level]);
-      else if (OidIsValid(ref.view)) loss = tr.TranslateView(ref.view);
-      else loss = tr.TranslateQuery(castNode(Query, ref.sublink->subselect), &scopes.back());
+      auto translate = [&](const NamedRel &r) {
+        if (r.cte) return tr.TranslateCte(r.cte, &scopes[r.owner_level]);
+        if (OidIsValid(r.view)) return tr.TranslateView(r.view);
+        return tr.TranslateQuery(castNode(Query, r.sublink->subselect), &scopes.back());
+      };
+      RelP loss = translate(ref.out);
+      if (ref.vjp) loss = VjpLoss(loss, ColumnNames(ref.out), translate(ref.cot), ColumnNames(ref.cot));
       if (loss->cols.size() != 1 || !loss->cols[0].differentiable)
         throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number",
                     loss->cols.size() != 1 ? "The loss has " + std::to_string(loss->cols.size()) + " columns."

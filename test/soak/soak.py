@@ -17,7 +17,7 @@ sizes disagree is not compared. Metamorphic relations checked on every
 answered case: ∇(cL) = c∇L, ∇(L + c) = ∇L, ∇(L²) = 2L∇L, the loss spelled as
 a scalar subquery = the loss spelled as a CTE name, NOT MATERIALIZED =
 MATERIALIZED, every join spelled with its sides swapped (LEFT as RIGHT), and
-a different physical row order of the tables.
+a different physical row order of the tables, and grad = vjp seeded with 1.
 
 Closes with "soak: N passed, N failed" (passed = cases answered correctly or
 refused cleanly).
@@ -169,7 +169,10 @@ def one_loss():
 # --- oracles -----------------------------------------------------------------
 
 def grads(cur, loss, spelling="cte", materialized=""):
-    if spelling == "cte":
+    if spelling == "vjp":
+        cur.execute(f"WITH loss AS ({loss}), one AS (SELECT 1::float8 AS l) "
+                    f"SELECT p.ctid::text, vjp('loss', 'one', p.val) FROM p")
+    elif spelling == "cte":
         cur.execute(f"WITH loss AS {materialized} ({loss}) "
                     f"SELECT p.ctid::text, grad('loss', p.val) FROM p")
     else:
@@ -249,11 +252,13 @@ def run_case(conn, i):
     sub = grads(cur, loss, spelling="subquery")
     nomat = grads(cur, loss, materialized="NOT MATERIALIZED")
     swapped = grads(cur, swapped_loss)
+    seeded = grads(cur, loss, spelling="vjp")
     for ctid, v in g.items():
         if v is None:
             continue
         checks = [("3L", scaled[ctid], 3 * v), ("L+5", shifted[ctid], v), ("subquery", sub[ctid], v),
-                  ("not materialized", nomat[ctid], v), ("join order", swapped[ctid], v)]
+                  ("not materialized", nomat[ctid], v), ("join order", swapped[ctid], v),
+                  ("vjp seeded with 1", seeded[ctid], v)]
         if L is not None:
             checks.append(("L^2", squared[ctid], 2 * L * v))
         for name, got, want in checks:

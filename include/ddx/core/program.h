@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ddx/core/ir.h"
 #include "ddx/core/pure.h"
@@ -28,6 +29,10 @@ struct Program {
 // Builds the gradient program of `loss` (one row, one differentiable column)
 // with respect to the scan columns whose Rel::param is >= 0. Throws Error.
 Program BuildGradientProgram(const RelP &loss);
+
+// Which output columns of `rel` depend on a parameter (vjp: the others are
+// the output's keys).
+std::vector<bool> ActiveColumns(const RelP &rel);
 
 // The forward SQL of `loss` alone (its value), for checks and explain.
 std::string BuildForwardSql(const RelP &loss);
