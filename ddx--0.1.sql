@@ -101,3 +101,72 @@ BEGIN
   END LOOP;
 END;
 $$;
+
+-- ddx_backward: one backward pass of a loss, many parameter tables.
+--   loss_sql  a query returning one row and one number
+--   params    'table.column' or 'schema.table.column', one per parameter
+-- For each parameter it fills the table <table>_grad (created beside the
+-- parameter table if missing), keyed by the parameter table's primary key,
+-- with the gradient in column `grad`. All gradients come from one statement,
+-- so one backward pass. Returns each parameter's gradient table and row count.
+CREATE FUNCTION ddx_backward(loss_sql text, params text[])
+RETURNS TABLE (param text, grad_table regclass, grad_rows bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  spec text;
+  parts text[];
+  n int;
+  tbl regclass;
+  col text;
+  nsp text;
+  rel text;
+  pk text[];
+  gt text;
+  keys text;
+  ctes text[] := '{}';
+  sels text[] := '{}';
+  i int := 0;
+BEGIN
+  FOREACH spec IN ARRAY params LOOP
+    parts := parse_ident(spec);
+    n := array_length(parts, 1);
+    IF n < 2 THEN
+      RAISE EXCEPTION 'parameter "%" is not of the form table.column', spec
+        USING ERRCODE = '22023', HINT = 'Name each parameter as ''table.column'' or ''schema.table.column''.';
+    END IF;
+    col := parts[n];
+    tbl := (SELECT string_agg(quote_ident(p), '.') FROM unnest(parts[1:n - 1]) p)::regclass;
+    SELECT c.relname, s.nspname INTO rel, nsp FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+     WHERE c.oid = tbl;
+    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO pk
+      FROM pg_index x CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+     WHERE x.indrelid = tbl AND x.indisprimary;
+    IF pk IS NULL THEN
+      RAISE EXCEPTION 'parameter table % has no primary key', tbl
+        USING ERRCODE = '42P10', HINT = 'Gradient tables are keyed like their parameter tables: add a PRIMARY KEY.';
+    END IF;
+    gt := quote_ident(nsp) || '.' || quote_ident(rel || '_grad');
+    keys := (SELECT string_agg(quote_ident(k), ', ') FROM unnest(pk) k);
+    IF to_regclass(gt) IS NULL THEN
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS grad FROM %s WITH NO DATA', gt, keys, tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', gt, keys);
+    END IF;
+    EXECUTE format('TRUNCATE %s', gt);
+    i := i + 1;
+    ctes := ctes || format('g%s AS (INSERT INTO %s (%s, grad) SELECT %s, @extschema@.grad(''ddx_loss'', t.%I) '
+                           'FROM %s t RETURNING 1)', i, gt, keys,
+                           (SELECT string_agg('t.' || quote_ident(k), ', ') FROM unnest(pk) k), col, tbl);
+    sels := sels || format('SELECT %s::int AS i, count(*) AS c FROM g%s', i, i);
+  END LOOP;
+  RETURN QUERY EXECUTE format('WITH ddx_loss AS (%s), %s SELECT p.spec, to_regclass(p.gt), r.c FROM (%s) r '
+                              'JOIN unnest($1, $2) WITH ORDINALITY AS p(spec, gt, i) ON p.i = r.i ORDER BY r.i',
+                              loss_sql, array_to_string(ctes, ', '), array_to_string(sels, ' UNION ALL '))
+    USING params, (SELECT array_agg(quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad') ORDER BY o)
+                     FROM unnest(params) WITH ORDINALITY AS u(spec, o)
+                     CROSS JOIN LATERAL (SELECT parse_ident(u.spec) AS pi) x
+                     JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(p), '.')
+                                                   FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) p)::regclass
+                     JOIN pg_namespace s ON s.oid = c.relnamespace);
+END;
+$$;

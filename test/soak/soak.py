@@ -298,7 +298,7 @@ def main():
     for i in range(args.queries):
         try:
             verdict, loss, mode = run_case(conn, i)
-        except psycopg2.OperationalError as e:
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
             verdict, loss, mode = "FAILED connection lost (crash?): " + str(e).splitlines()[0], "?", "?"
             time.sleep(3)
             conn = connect()
