@@ -1,11 +1,23 @@
 // The program builder (see program.h).
 //
-// Forward: every relation becomes a MATERIALIZED CTE f<id> with a bigint rid.
-// Backward: every relation that gradient reaches gets a cotangent CTE b<id>
-// (rid, d<j> for each column j that carries gradient), the sum of the
-// contributions of all its readers. Each relation kind has one reverse rule
-// (ReverseRule), which turns b<id> into contributions to its inputs; scalar
-// expressions are differentiated symbolically with the rules of rules.h.
+// What is saved and what is recomputed. Only some relations are materialized
+// as CTEs: scans (they carry the rows' identity), aggregates (the tape stays
+// the size of a layer's outputs), VALUES and functions, set operations,
+// LIMIT, scalar subqueries, the loss, the relations of sublinks, and a
+// projection whose composed expressions grew too large. Every other relation
+// (projection, filter, inner and left join) is row-local: it is compiled into
+// a *region*, one flat FROM/WHERE over the materialized relations below it
+// (its leaves) whose output columns are expressions over the leaves' columns.
+// PostgreSQL runs a region as one pipelined join, never storing its rows.
+//
+// Backward: a materialized relation that gradient reaches gets a cotangent CTE
+// b<id> (rid, d<j> per column j that carries gradient), the sum of its readers'
+// contributions. A reader's reverse rule recomputes its input region, pairs
+// each region row with the cotangent it owes (an aggregate: by its group keys,
+// the contraction transpose of DESIGN.md: a matmul's gradient joins the
+// cotangent with the other side and sums by the keys), differentiates the
+// composed expressions with the rules of rules.h, and sums the products by
+// each leaf's rid.
 #include "ddx/core/program.h"
 
 #include <functional>
@@ -25,9 +37,14 @@ std::string Join(const std::vector<std::string> &v, const std::string &sep) {
   return s;
 }
 
-using Resolver = std::function<std::string(int side, int col)>;
+// Side of a column of leaf k in a region's expressions (0 and 1 are taken:
+// the relation under evaluation and a sublink's relation).
+constexpr int kLeafSide = 2;
 
-// A contribution to a relation's cotangent: SQL returning (rid, d<j> for j in cols).
+using Resolver = std::function<std::string(int side, int col)>;
+using ActiveFn = std::function<bool(int side, int col)>;
+using Terms = std::map<std::pair<int, int>, std::vector<std::string>>;  // (side, col) -> adjoint terms
+
 struct Contrib {
   std::string sql;
   std::set<int> cols;
@@ -45,17 +62,88 @@ bool ContainsVolatile(const ExprP &e) {
   return ContainsVolatile(e->test) || ContainsVolatile(e->corr);
 }
 
+size_t ExprSize(const ExprP &e) {
+  if (!e) return 0;
+  size_t n = 1;
+  for (const auto &a : e->args) n += ExprSize(a);
+  return n + ExprSize(e->test) + ExprSize(e->corr);
+}
+
+// e with every side-0 column j replaced by cols[j].
+ExprP Substitute(const ExprP &e, const std::vector<ExprP> &cols) {
+  if (!e) return e;
+  if (e->kind == ExprKind::Col) return e->side == 0 ? cols.at(e->col) : e;
+  if (e->args.empty() && !e->test && !e->corr) return e;
+  auto c = std::make_shared<Expr>(*e);
+  for (auto &a : c->args) a = Substitute(a, cols);
+  c->test = Substitute(e->test, cols);
+  c->corr = Substitute(e->corr, cols);
+  return c;
+}
+
+void CollectCols(const ExprP &e, std::set<std::pair<int, int>> &out) {
+  if (!e) return;
+  if (e->kind == ExprKind::Col && e->side >= kLeafSide) out.insert({e->side, e->col});
+  for (const auto &a : e->args) CollectCols(a, out);
+  CollectCols(e->test, out);
+  CollectCols(e->corr, out);
+}
+
+const Type kBool{"pg_catalog.bool", false};
+
+ExprP MakeOpaque(const std::string &tmpl, std::vector<ExprP> args, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Opaque;
+  e->text = tmpl;
+  e->name = tmpl;
+  e->args = std::move(args);
+  e->type = std::move(t);
+  return e;
+}
+
+// A row-local relation compiled over its materialized leaves.
+struct Item {
+  std::string from;                 // FROM clause (joins of leaf aliases)
+  std::vector<ExprP> pending;       // conditions for the nearest eligible ON, else WHERE
+  std::vector<ExprP> cols;          // output columns over leaf space
+  int first_leaf = 0, nleaves = 0;  // leaves [first_leaf, first_leaf + nleaves)
+};
+
+struct Region {
+  std::vector<const Rel *> leaves;
+  Item item;
+  std::string Alias(int k) const { return "a" + std::to_string(k); }
+};
+
+// Equality of two values of `type` that holds for two NULLs and that
+// PostgreSQL can hash (IS NOT DISTINCT FROM cannot be hashed or merged).
+std::string NullSafeEq(const std::string &a, const std::string &b, const std::string &type) {
+  std::string dflt;
+  static const char *const kZero[] = {"integer", "bigint", "smallint", "pg_catalog.int4", "pg_catalog.int8",
+                                      "pg_catalog.int2", "pg_catalog.float8", "pg_catalog.float4", "numeric",
+                                      "pg_catalog.numeric"};
+  for (const char *t : kZero)
+    if (type == t) dflt = "0";
+  if (type == "text" || type == "pg_catalog.text" || type.rfind("character varying", 0) == 0) dflt = "''";
+  if (type == "boolean" || type == "pg_catalog.bool") dflt = "false";
+  if (dflt.empty()) return "(" + a + ") IS NOT DISTINCT FROM (" + b + ")";
+  std::string d = "CAST(" + dflt + " AS " + type + ")";
+  return "((" + a + ") IS NULL) = ((" + b + ") IS NULL) AND COALESCE(" + a + ", " + d + ") = COALESCE(" + b + ", " +
+         d + ")";
+}
+
 class Builder {
  public:
   explicit Builder(const RelP &loss) : loss_(loss) {
     Visit(loss);
     for (Rel *r : order_) active_[r] = Activity(r);
+    DecideMaterialized();
   }
 
   std::string Forward() {
     std::vector<std::string> ctes;
-    for (Rel *r : order_) EmitForward(r, ctes);
-    forward_steps_ = static_cast<int>(ctes.size());
+    for (Rel *r : order_)
+      if (mat_.count(r)) EmitForward(r, ctes);
     return Join(ctes, ",\n");
   }
 
@@ -63,7 +151,8 @@ class Builder {
     if (loss_->cols.size() != 1 || !loss_->cols[0].differentiable)
       throw Error(sqlstate::kInvalidParameterValue, "loss must be one row and one numeric column");
     std::vector<std::string> ctes;
-    for (Rel *r : order_) EmitForward(r, ctes);
+    for (Rel *r : order_)
+      if (mat_.count(r)) EmitForward(r, ctes);
     int nforward = static_cast<int>(ctes.size());
     Rel *L = loss_.get();
     if (active_[L][0])
@@ -71,7 +160,7 @@ class Builder {
     std::vector<std::string> finals;
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
       Rel *r = *it;
-      if (!MakeCotangent(r, ctes)) continue;
+      if (!mat_.count(r) || !MakeCotangent(r, ctes)) continue;
       if (r->kind == RelKind::Scan) {
         for (int j : bcols_[r])
           if (r->param[j] >= 0)
@@ -91,35 +180,68 @@ class Builder {
     return p;
   }
 
-  const std::vector<bool> &Active(const Rel *r) const { return active_.at(r); }
   std::string F(const Rel *r) const { return "f" + std::to_string(id_.at(r)); }
-  std::string G(const Rel *r) const { return "g" + std::to_string(id_.at(r)); }
   std::string B(const Rel *r) const { return "b" + std::to_string(id_.at(r)); }
-  int forward_steps() const { return forward_steps_; }
+  const std::vector<bool> &Active(const Rel *r) const { return active_.at(r); }
 
  private:
-  // Depth-first, inputs (and relations of sublinks) before their readers.
+  // --- the relation graph ---------------------------------------------------
+
   void Visit(const RelP &r) {
     if (id_.count(r.get())) return;
-    id_[r.get()] = -1;  // on the path
+    id_[r.get()] = -1;
     for (const auto &in : r->inputs) Visit(in);
-    std::vector<ExprP> exprs = r->exprs;
-    if (r->cond) exprs.push_back(r->cond);
-    for (const auto &row : r->rows) exprs.insert(exprs.end(), row.begin(), row.end());
-    if (r->kind == RelKind::Function) exprs.clear();
-    for (const auto &e : exprs) VisitSublinks(e);
+    for (const auto &e : Exprs(r.get())) VisitSublinks(e);
     id_[r.get()] = next_id_++;
     order_.push_back(r.get());
   }
+  static std::vector<ExprP> Exprs(const Rel *r) {
+    std::vector<ExprP> exprs;
+    if (r->kind != RelKind::Function) exprs = r->exprs;
+    if (r->cond) exprs.push_back(r->cond);
+    for (const auto &row : r->rows) exprs.insert(exprs.end(), row.begin(), row.end());
+    return exprs;
+  }
   void VisitSublinks(const ExprP &e) {
     if (!e) return;
-    if (e->kind == ExprKind::Sublink) Visit(e->sub);
+    if (e->kind == ExprKind::Sublink) {
+      Visit(e->sub);
+      sublink_rels_.insert(e->sub.get());
+    }
     for (const auto &a : e->args) VisitSublinks(a);
     VisitSublinks(e->test);
     VisitSublinks(e->corr);
   }
 
-  // Whether each output column depends on a parameter.
+  static bool RowLocal(const Rel *r) {
+    return r->kind == RelKind::Project || r->kind == RelKind::Filter ||
+           (r->kind == RelKind::Join && r->join != JoinKind::Full);
+  }
+
+  // Which relations are CTEs; the others are compiled into their readers' regions.
+  void DecideMaterialized() {
+    for (Rel *r : order_) {
+      if (!RowLocal(r)) mat_.insert(r);
+      if (r->kind == RelKind::UnionAll || r->kind == RelKind::Limit || r->kind == RelKind::Scalar ||
+          r->kind == RelKind::Join)  // FULL JOIN (not row-local) needs materialized sides
+        if (!RowLocal(r))
+          for (const auto &in : r->inputs) mat_.insert(in.get());
+    }
+    mat_.insert(loss_.get());
+    for (const Rel *s : sublink_rels_) mat_.insert(const_cast<Rel *>(s));
+    // Composition inlines a projection's expressions into every use: keep
+    // chains of projections from growing without bound.
+    for (Rel *r : order_) {
+      if (mat_.count(r) || r->kind != RelKind::Project) continue;
+      Region reg = Compile(r, true);
+      size_t biggest = 0;
+      for (const auto &e : reg.item.cols) biggest = std::max(biggest, ExprSize(e));
+      if (biggest > 64) mat_.insert(r);
+    }
+  }
+
+  // --- activity -------------------------------------------------------------
+
   std::vector<bool> Activity(Rel *r) {
     std::vector<bool> act(r->cols.size(), false);
     auto in = [&](size_t k) -> const std::vector<bool> & { return active_.at(r->inputs[k].get()); };
@@ -130,9 +252,12 @@ class Builder {
       case RelKind::Values:
       case RelKind::Function:
         break;
-      case RelKind::Project:
-        for (size_t i = 0; i < act.size(); i++) act[i] = IsActive(r->exprs[i], in(0));
+      case RelKind::Project: {
+        const auto &a0 = in(0);
+        ActiveFn fn = [&](int side, int col) { return side == 0 && a0[col]; };
+        for (size_t i = 0; i < act.size(); i++) act[i] = IsActive(r->exprs[i], fn);
         break;
+      }
       case RelKind::Filter:
       case RelKind::Limit:
       case RelKind::Scalar:
@@ -160,11 +285,11 @@ class Builder {
     return act;
   }
 
-  static bool IsActive(const ExprP &e, const std::vector<bool> &act) {
+  static bool IsActive(const ExprP &e, const ActiveFn &act) {
     if (!e || !e->type.differentiable) return false;
     switch (e->kind) {
       case ExprKind::Col:
-        return e->side == 0 && act[e->col];
+        return e->side != 1 && act(e->side, e->col);
       case ExprKind::Const:
       case ExprKind::Sublink:
         return false;
@@ -185,14 +310,132 @@ class Builder {
     }
     return false;
   }
-  // Whether any column under e is active, whatever the types on the way.
-  static bool IsActiveAny(const ExprP &e, const std::vector<bool> &act) {
+  static bool IsActiveAny(const ExprP &e, const ActiveFn &act) {
     if (!e) return false;
-    if (e->kind == ExprKind::Col) return e->side == 0 && act[e->col];
+    if (e->kind == ExprKind::Col) return e->side != 1 && act(e->side, e->col);
     for (const auto &a : e->args)
       if (IsActiveAny(a, act)) return true;
     return false;
   }
+
+  // --- regions --------------------------------------------------------------
+
+  // The region of r: r compiled over the materialized relations below it. With
+  // `through`, r itself is compiled even when it is materialized (its own CTE).
+  Region Compile(const Rel *r, bool through) {
+    Region reg;
+    reg.item = CompileItem(r, through, reg);
+    return reg;
+  }
+
+  Item CompileItem(const Rel *r, bool through, Region &reg) {
+    if (mat_.count(r) && !through) {
+      int k = static_cast<int>(reg.leaves.size());
+      reg.leaves.push_back(r);
+      Item it;
+      it.from = F(r) + " " + reg.Alias(k);
+      it.first_leaf = k;
+      it.nleaves = 1;
+      for (size_t i = 0; i < r->cols.size(); i++) {
+        auto c = std::make_shared<Expr>();
+        c->kind = ExprKind::Col;
+        c->side = kLeafSide + k;
+        c->col = static_cast<int>(i);
+        c->type = r->cols[i];
+        it.cols.push_back(c);
+      }
+      return it;
+    }
+    switch (r->kind) {
+      case RelKind::Project: {
+        Item it = CompileItem(r->inputs[0].get(), false, reg);
+        std::vector<ExprP> cols;
+        for (const auto &e : r->exprs) cols.push_back(Substitute(e, it.cols));
+        it.cols = cols;
+        return it;
+      }
+      case RelKind::Filter: {
+        Item it = CompileItem(r->inputs[0].get(), false, reg);
+        it.pending.push_back(Substitute(r->cond, it.cols));
+        return it;
+      }
+      case RelKind::Join: {
+        Item l = CompileItem(r->inputs[0].get(), false, reg);
+        Item rr = CompileItem(r->inputs[1].get(), false, reg);
+        Item it;
+        it.first_leaf = l.first_leaf;
+        it.nleaves = l.nleaves + rr.nleaves;
+        std::vector<ExprP> rcols = rr.cols;
+        if (r->join == JoinKind::Left) {
+          // The right side's computed values are NULL where the row is NULL-extended.
+          ExprP missing =
+              MakeOpaque("($1 IS NULL)", {LeafRid(rr.first_leaf)}, kBool);
+          for (auto &c : rcols) {
+            if (c->kind == ExprKind::Col) continue;
+            auto nul = std::make_shared<Expr>();
+            nul->kind = ExprKind::Const;
+            nul->type = c->type;
+            nul->text = "NULL::" + c->type.sql;
+            auto cs = std::make_shared<Expr>();
+            cs->kind = ExprKind::Case;
+            cs->type = c->type;
+            cs->args = {missing, nul, c};
+            c = cs;
+          }
+        }
+        it.cols = l.cols;
+        it.cols.insert(it.cols.end(), rcols.begin(), rcols.end());
+        std::vector<ExprP> on;
+        if (r->cond) on.push_back(Substitute(r->cond, it.cols));
+        if (r->join == JoinKind::Inner) {
+          on.insert(on.end(), l.pending.begin(), l.pending.end());
+          on.insert(on.end(), rr.pending.begin(), rr.pending.end());
+        } else {  // LEFT: the right side's filters restrict matches; the left side's rise
+          on.insert(on.end(), rr.pending.begin(), rr.pending.end());
+          it.pending = l.pending;
+        }
+        Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+        std::vector<std::string> conds;
+        for (const auto &c : on) conds.push_back(Sql(c, res));
+        it.from = "(" + l.from + (r->join == JoinKind::Inner ? " JOIN " : " LEFT JOIN ") + rr.from + " ON " +
+                  (conds.empty() ? "true" : Join(conds, " AND ")) + ")";
+        return it;
+      }
+      default:
+        Internal("relation of this kind is not row-local");
+    }
+  }
+
+  // A leaf's rid as an expression (side kLeafSide + k, column -1).
+  static ExprP LeafRid(int k) {
+    auto c = std::make_shared<Expr>();
+    c->kind = ExprKind::Col;
+    c->side = kLeafSide + k;
+    c->col = -1;
+    c->type = Type{"bigint", false};
+    return c;
+  }
+
+  static std::string LeafCol(const Region &reg, int side, int col) {
+    if (side < kLeafSide) Internal("column outside a region");
+    return reg.Alias(side - kLeafSide) + (col < 0 ? std::string(".rid") : "." + C(col));
+  }
+
+  std::string Where(const Region &reg, const std::vector<ExprP> &pending) const {
+    Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+    std::vector<std::string> w;
+    for (const auto &c : pending) w.push_back(Sql(c, res));
+    return w.empty() ? "" : " WHERE " + Join(w, " AND ");
+  }
+
+  ActiveFn LeafActivity(const Region &reg) const {
+    return [this, &reg](int side, int col) {
+      if (side < kLeafSide || col < 0) return false;
+      return active_.at(reg.leaves[side - kLeafSide])[col];
+    };
+  }
+
+  // --- SQL of expressions ---------------------------------------------------
 
  public:
   std::string Sql(const ExprP &e, const Resolver &res) const {
@@ -253,13 +496,13 @@ class Builder {
     return t.sql == "pg_catalog.float8" ? sql : "(" + sql + ")::float8";
   }
 
-  // Accumulates into terms[j] the contributions of adj · ∂e/∂(column j).
-  void Backprop(const ExprP &e, const std::string &adj, const Resolver &res, const std::vector<bool> &act,
-                std::map<int, std::vector<std::string>> &terms) const {
+  // Accumulates into terms[(side, col)] the contributions of adj · ∂e/∂column.
+  void Backprop(const ExprP &e, const std::string &adj, const Resolver &res, const ActiveFn &act,
+                Terms &terms) const {
     if (!IsActive(e, act)) return;
     switch (e->kind) {
       case ExprKind::Col:
-        terms[e->col].push_back(adj);
+        terms[{e->side, e->col}].push_back(adj);
         return;
       case ExprKind::Const:
       case ExprKind::Sublink:
@@ -280,7 +523,7 @@ class Builder {
         return;
       }
       case ExprKind::Case: {
-        size_t nb = e->args.size() / 2;  // value branches before ELSE
+        size_t nb = e->args.size() / 2;
         for (size_t k = 0; k <= nb; k++) {
           const ExprP &v = k < nb ? e->args[2 * k + 1] : e->args.back();
           if (!IsActive(v, act)) continue;
@@ -301,9 +544,17 @@ class Builder {
     }
   }
 
+  static void CheckVolatile(const ExprP &e) {
+    if (ContainsVolatile(e))
+      throw Error(sqlstate::kFeatureNotSupported, "volatile function on the gradient path",
+                  "A volatile function would be evaluated again by the backward pass and see other values.",
+                  "Compute its values into a table first.", e->position);
+  }
+
+  // --- forward --------------------------------------------------------------
+
   void EmitForward(Rel *r, std::vector<std::string> &ctes) {
-    std::string f = F(r), sql;
-    Resolver in0 = [](int, int col) { return "i." + C(col); };
+    std::string sql;
     Resolver none = [](int, int) -> std::string { Internal("column reference in a constant"); };
     switch (r->kind) {
       case RelKind::Scan: {
@@ -330,15 +581,6 @@ class Builder {
       case RelKind::Function:
         sql = "SELECT row_number() OVER () AS rid, fn.c0 FROM " + Sql(r->exprs[0], none) + " AS fn(c0)";
         break;
-      case RelKind::Project: {
-        std::vector<std::string> cols{"i.rid"};
-        for (size_t k = 0; k < r->exprs.size(); k++) cols.push_back(Sql(r->exprs[k], in0) + " AS " + C(k));
-        sql = "SELECT " + Join(cols, ", ") + " FROM " + F(r->inputs[0].get()) + " i";
-        break;
-      }
-      case RelKind::Filter:
-        sql = "SELECT i.* FROM " + F(r->inputs[0].get()) + " i WHERE " + Sql(r->cond, in0);
-        break;
       case RelKind::Limit: {
         sql = "SELECT i.* FROM " + F(r->inputs[0].get()) + " i";
         std::vector<std::string> keys;
@@ -347,37 +589,6 @@ class Builder {
         if (!keys.empty()) sql += " ORDER BY " + Join(keys, ", ");
         if (!r->limit.empty()) sql += " LIMIT " + r->limit;
         if (!r->offset.empty()) sql += " OFFSET " + r->offset;
-        break;
-      }
-      case RelKind::Join: {
-        int nl = static_cast<int>(r->inputs[0]->cols.size());
-        Resolver lr = [nl](int, int col) { return col < nl ? "l." + C(col) : "r." + C(col - nl); };
-        std::vector<std::string> cols{"row_number() OVER () AS rid", "l.rid AS lrid", "r.rid AS rrid"};
-        for (size_t k = 0; k < r->cols.size(); k++) cols.push_back(lr(0, static_cast<int>(k)) + " AS " + C(k));
-        const char *jk = r->join == JoinKind::Inner ? " JOIN " : r->join == JoinKind::Left ? " LEFT JOIN " : " FULL JOIN ";
-        sql = "SELECT " + Join(cols, ", ") + " FROM " + F(r->inputs[0].get()) + " l" + jk + F(r->inputs[1].get()) +
-              " r ON " + (r->cond ? Sql(r->cond, lr) : "true");
-        break;
-      }
-      case RelKind::Aggregate: {
-        std::vector<std::string> cols, keys;
-        for (int k = 0; k < r->nkeys; k++) keys.push_back("g." + C(k));
-        if (r->nkeys > 0) {
-          ctes.push_back(G(r) + " AS MATERIALIZED (SELECT dense_rank() OVER (ORDER BY " + Join(keys, ", ") +
-                         ") AS grid, g.* FROM " + F(r->inputs[0].get()) + " g)");
-          cols.push_back("g.grid AS rid");
-        } else {
-          cols.push_back("1::bigint AS rid");
-        }
-        for (int k = 0; k < r->nkeys; k++) cols.push_back("g." + C(k) + " AS " + C(k));
-        for (size_t k = 0; k < r->aggs.size(); k++) {
-          const AggCall &a = r->aggs[k];
-          std::string arg = a.arg < 0 ? "*" : "g." + C(a.arg);
-          cols.push_back(a.fn + "(" + arg + ") AS " + C(r->nkeys + static_cast<int>(k)));
-          if (a.fn == "avg") cols.push_back("count(" + arg + ") AS n" + std::to_string(k));
-        }
-        sql = "SELECT " + Join(cols, ", ") + " FROM " + (r->nkeys > 0 ? G(r) : F(r->inputs[0].get())) + " g";
-        if (r->nkeys > 0) sql += " GROUP BY g.grid, " + Join(keys, ", ");
         break;
       }
       case RelKind::UnionAll: {
@@ -394,12 +605,65 @@ class Builder {
       case RelKind::Scalar:
         sql = "SELECT 1::bigint AS rid, (SELECT s.c0 FROM " + F(r->inputs[0].get()) + " s) AS c0";
         break;
+      case RelKind::Join:
+        if (r->join == JoinKind::Full) {
+          int nl = static_cast<int>(r->inputs[0]->cols.size());
+          Resolver lr = [nl](int, int col) { return col < nl ? "l." + C(col) : "r." + C(col - nl); };
+          std::vector<std::string> cols{"row_number() OVER () AS rid", "l.rid AS l0", "r.rid AS l1"};
+          for (size_t k = 0; k < r->cols.size(); k++) cols.push_back(lr(0, static_cast<int>(k)) + " AS " + C(k));
+          sql = "SELECT " + Join(cols, ", ") + " FROM " + F(r->inputs[0].get()) + " l FULL JOIN " +
+                F(r->inputs[1].get()) + " r ON " + (r->cond ? Sql(r->cond, lr) : "true");
+          break;
+        }
+        [[fallthrough]];
+      case RelKind::Project:
+      case RelKind::Filter: {
+        // A materialized row-local relation: its region's rows, with the leaf
+        // rids and the leaf columns its expressions read (for the backward).
+        Region reg = Compile(r, true);
+        Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+        std::vector<std::string> cols{"row_number() OVER () AS rid"};
+        for (size_t k = 0; k < reg.leaves.size(); k++) cols.push_back(reg.Alias(k) + ".rid AS l" + std::to_string(k));
+        std::set<std::pair<int, int>> used;
+        for (const auto &e : reg.item.cols) CollectCols(e, used);
+        for (const auto &[side, col] : used)
+          if (col >= 0) cols.push_back(LeafCol(reg, side, col) + " AS " + SavedCol(side, col));
+        for (size_t k = 0; k < reg.item.cols.size(); k++)
+          cols.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
+        sql = "SELECT " + Join(cols, ", ") + " FROM " + reg.item.from + Where(reg, reg.item.pending);
+        regions_[r] = reg;
+        break;
+      }
+      case RelKind::Aggregate: {
+        Region reg = Compile(r->inputs[0].get(), false);
+        Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+        std::vector<std::string> cols, keys;
+        cols.push_back(r->nkeys > 0 ? "row_number() OVER () AS rid" : "1::bigint AS rid");
+        for (int k = 0; k < r->nkeys; k++) {
+          cols.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
+          keys.push_back(std::to_string(k + 2));  // select-list position
+        }
+        for (size_t k = 0; k < r->aggs.size(); k++) {
+          const AggCall &a = r->aggs[k];
+          std::string arg = a.arg < 0 ? "*" : Sql(reg.item.cols[a.arg], res);
+          cols.push_back(a.fn + "(" + arg + ") AS " + C(r->nkeys + static_cast<int>(k)));
+          if (a.fn == "avg") cols.push_back("count(" + arg + ") AS n" + std::to_string(k));
+        }
+        sql = "SELECT " + Join(cols, ", ") + " FROM " + reg.item.from + Where(reg, reg.item.pending);
+        if (!keys.empty()) sql += " GROUP BY " + Join(keys, ", ");
+        regions_[r] = reg;
+        break;
+      }
     }
-    ctes.push_back(f + " AS MATERIALIZED (" + sql + ")");
+    ctes.push_back(F(r) + " AS MATERIALIZED (" + sql + ")");
   }
 
-  // Materializes b<id> from the contributions of r's readers; false when no
-  // gradient reaches r.
+  static std::string SavedCol(int side, int col) {
+    return "x" + std::to_string(side - kLeafSide) + "_" + std::to_string(col);
+  }
+
+  // --- backward -------------------------------------------------------------
+
   bool MakeCotangent(Rel *r, std::vector<std::string> &ctes) {
     auto it = contribs_.find(r);
     if (it == contribs_.end() || it->second.empty()) return false;
@@ -436,12 +700,32 @@ class Builder {
     return false;
   }
 
-  void Contribute(const RelP &to, std::string sql, std::set<int> cols) {
-    if (cols.empty() || !AnyActive(to.get())) return;
-    contribs_[to.get()].push_back({std::move(sql), std::move(cols)});
+  void Contribute(const Rel *to, std::string sql, std::set<int> cols) {
+    if (cols.empty() || !AnyActive(to)) return;
+    contribs_[to].push_back({std::move(sql), std::move(cols)});
   }
 
-  // One reverse rule per relation kind: from b<r> to contributions to r's inputs.
+  // Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
+  // leaves (and whatever the caller joined), terms are per leaf column.
+  void ContributeToLeaves(const Region &reg, const std::string &source, const Terms &terms,
+                          const std::function<std::string(int k)> &leaf_rid) {
+    std::map<int, std::map<int, std::string>> per_leaf;  // leaf -> col -> summed term
+    for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
+    for (const auto &[k, cols] : per_leaf) {
+      std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
+      std::set<int> cs;
+      for (const auto &[col, sum] : cols) {
+        inner.push_back(sum + " AS " + D(col));
+        outer.push_back("sum(q." + D(col) + ") AS " + D(col));
+        cs.insert(col);
+      }
+      Contribute(reg.leaves[k],
+                 "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                     ") q WHERE q.rid IS NOT NULL GROUP BY q.rid",
+                 cs);
+    }
+  }
+
   void ReverseRule(Rel *r) {
     const std::set<int> &bc = bcols_.at(r);
     std::string b = B(r);
@@ -450,106 +734,125 @@ class Builder {
       case RelKind::Values:
       case RelKind::Function:
         return;
-      case RelKind::Filter:
       case RelKind::Limit:
-        Contribute(r->inputs[0], "SELECT * FROM " + b, bc);
+        Contribute(r->inputs[0].get(), "SELECT * FROM " + b, bc);
         return;
       case RelKind::Scalar:
-        Contribute(r->inputs[0], "SELECT s.rid, b.d0 FROM " + b + " b CROSS JOIN " + F(r->inputs[0].get()) + " s",
-                   bc);
+        Contribute(r->inputs[0].get(),
+                   "SELECT s.rid, b.d0 FROM " + b + " b CROSS JOIN " + F(r->inputs[0].get()) + " s", bc);
         return;
-      case RelKind::Project: {
-        Resolver in0 = [](int, int col) { return "i." + C(col); };
-        const auto &act = active_.at(r->inputs[0].get());
-        std::map<int, std::vector<std::string>> terms;
-        for (int o : bc) {
-          if (ContainsVolatile(r->exprs[o]))
-            throw Error(sqlstate::kFeatureNotSupported, "volatile function on the gradient path",
-                        "A volatile function would be evaluated again by the backward pass and see other values.",
-                        "Compute its values into a table first.", r->exprs[o]->position);
-          Backprop(r->exprs[o], "b." + D(o), in0, act, terms);
-        }
-        std::vector<std::string> sel{"i.rid"};
-        std::set<int> cols;
-        for (auto &[j, t] : terms) {
-          sel.push_back(SumTerms(t) + " AS " + D(j));
-          cols.insert(j);
-        }
-        Contribute(r->inputs[0],
-                   "SELECT " + Join(sel, ", ") + " FROM " + F(r->inputs[0].get()) + " i JOIN " + b +
-                       " b ON b.rid = i.rid",
-                   cols);
-        return;
-      }
-      case RelKind::Join: {
-        int nl = static_cast<int>(r->inputs[0]->cols.size());
-        for (int side = 0; side < 2; side++) {
-          std::vector<std::string> sel{std::string("j.") + (side ? "rrid" : "lrid") + " AS rid"};
-          std::set<int> cols;
-          for (int j : bc) {
-            if ((j < nl) != (side == 0)) continue;
-            int k = side ? j - nl : j;
-            sel.push_back("sum(b." + D(j) + ") AS " + D(k));
-            cols.insert(k);
-          }
-          std::string key = side ? "j.rrid" : "j.lrid";
-          Contribute(r->inputs[side],
-                     "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + F(r) + " j ON j.rid = b.rid WHERE " +
-                         key + " IS NOT NULL GROUP BY " + key,
-                     cols);
-        }
-        return;
-      }
-      case RelKind::Aggregate: {
-        std::map<int, std::vector<std::string>> terms;
-        for (int o : bc) {
-          if (o < r->nkeys) {
-            if (!r->distinct)
-              throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
-                          "A group key carries gradient, but grouping by a value has no derivative.",
-                          "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
-            terms[o].push_back("b." + D(o) + " / count(*) OVER (PARTITION BY a.rid)");
-            continue;
-          }
-          int k = o - r->nkeys;
-          const AggCall &ag = r->aggs[k];
-          std::string x = "i." + C(ag.arg), y = "a." + C(o), d = "b." + D(o);
-          if (ag.fn == "sum")
-            terms[ag.arg].push_back("CASE WHEN " + x + " IS NULL THEN NULL ELSE " + d + " END");
-          else if (ag.fn == "avg")
-            terms[ag.arg].push_back("CASE WHEN " + x + " IS NULL THEN NULL ELSE " + d + " / a.n" + std::to_string(k) +
-                                    " END");
-          else if (ag.fn == "min" || ag.fn == "max")
-            // Tied rows share the gradient evenly.
-            terms[ag.arg].push_back("CASE WHEN " + x + " = " + y + " THEN " + d + " / count(*) FILTER (WHERE " + x +
-                                    " = " + y + ") OVER (PARTITION BY a.rid) END");
-          else
-            throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
-                        "Gradient reaches an aggregate that ddx does not differentiate.",
-                        "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
-        }
-        std::vector<std::string> sel{"i.rid"};
-        std::set<int> cols;
-        for (auto &[j, t] : terms) {
-          sel.push_back(SumTerms(t) + " AS " + D(j));
-          cols.insert(j);
-        }
-        std::string from = r->nkeys > 0 ? G(r) + " i JOIN " + F(r) + " a ON a.rid = i.grid"
-                                        : F(r->inputs[0].get()) + " i CROSS JOIN " + F(r) + " a";
-        Contribute(r->inputs[0], "SELECT " + Join(sel, ", ") + " FROM " + from + " JOIN " + b + " b ON b.rid = a.rid",
-                   cols);
-        return;
-      }
       case RelKind::UnionAll:
         for (size_t k = 0; k < r->inputs.size(); k++) {
           std::vector<std::string> sel{"u.srid AS rid"};
           for (int j : bc) sel.push_back("b." + D(j));
-          Contribute(r->inputs[k],
+          Contribute(r->inputs[k].get(),
                      "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + F(r) + " u ON u.rid = b.rid WHERE u.br = " +
                          std::to_string(k),
                      bc);
         }
         return;
+      case RelKind::Join:
+        if (r->join == JoinKind::Full) {
+          int nl = static_cast<int>(r->inputs[0]->cols.size());
+          for (int side = 0; side < 2; side++) {
+            std::vector<std::string> sel{std::string("j.l") + std::to_string(side) + " AS rid"};
+            std::set<int> cols;
+            for (int j : bc) {
+              if ((j < nl) != (side == 0)) continue;
+              int k = side ? j - nl : j;
+              sel.push_back("sum(b." + D(j) + ") AS " + D(k));
+              cols.insert(k);
+            }
+            std::string key = "j.l" + std::to_string(side);
+            Contribute(r->inputs[side].get(),
+                       "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + F(r) + " j ON j.rid = b.rid WHERE " +
+                           key + " IS NOT NULL GROUP BY " + key,
+                       cols);
+          }
+          return;
+        }
+        [[fallthrough]];
+      case RelKind::Project:
+      case RelKind::Filter: {
+        // Saved region rows: differentiate the composed columns over the
+        // saved leaf columns, sum by each leaf's rid.
+        const Region &reg = regions_.at(r);
+        Resolver saved = [&](int side, int col) {
+          return col < 0 ? "f.l" + std::to_string(side - kLeafSide) : "f." + SavedCol(side, col);
+        };
+        Terms terms;
+        for (int o : bc) {
+          CheckVolatile(reg.item.cols[o]);
+          Backprop(reg.item.cols[o], "b." + D(o), saved, LeafActivity(reg), terms);
+        }
+        ContributeToLeaves(reg, " FROM " + F(r) + " f JOIN " + b + " b ON b.rid = f.rid", terms,
+                           [](int k) { return "f.l" + std::to_string(k); });
+        return;
+      }
+      case RelKind::Aggregate: {
+        // Recompute the input region, pair each row with its group's cotangent
+        // by the group keys, and sum the chain rule by each leaf's rid. The
+        // region is planned on its own (OFFSET 0): planned together with the
+        // aggregate and its cotangent, whose CTE scans have no statistics, the
+        // planner joined the wrong pair first (attention: 1M rows instead of 33k).
+        const Region &reg = regions_.at(r);
+        Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
+        Resolver res = [&](int side, int col) {
+          return "r." + reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
+        };
+        std::vector<std::string> sel;
+        for (size_t k = 0; k < reg.leaves.size(); k++) {
+          sel.push_back(reg.Alias(k) + ".rid AS " + reg.Alias(k) + "_rid");
+          for (size_t j = 0; j < reg.leaves[k]->cols.size(); j++)
+            sel.push_back(reg.Alias(k) + "." + C(j) + " AS " + reg.Alias(k) + "_" + C(j));
+        }
+        for (int k = 0; k < r->nkeys; k++) sel.push_back(Sql(reg.item.cols[k], inside) + " AS k" + std::to_string(k));
+        Terms terms;
+        for (int o : bc) {
+          std::string d = "b." + D(o);
+          if (o < r->nkeys) {
+            if (!r->distinct)
+              throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
+                          "A group key carries gradient, but grouping by a value has no derivative.",
+                          "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
+            CheckVolatile(reg.item.cols[o]);
+            Backprop(reg.item.cols[o], "(" + d + " / count(*) OVER (PARTITION BY a.rid))", res, LeafActivity(reg),
+                     terms);
+            continue;
+          }
+          int k = o - r->nkeys;
+          const AggCall &ag = r->aggs[k];
+          const ExprP &arg = reg.item.cols[ag.arg];
+          CheckVolatile(arg);
+          std::string x = Sql(arg, res), y = "a." + C(o), adj;
+          if (ag.fn == "sum")
+            adj = "(CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + d + " END)";
+          else if (ag.fn == "avg")
+            adj = "(CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + d + " / a.n" + std::to_string(k) + " END)";
+          else if (ag.fn == "min" || ag.fn == "max")
+            // Tied rows share the gradient evenly.
+            adj = "(CASE WHEN (" + x + ") = " + y + " THEN " + d + " / count(*) FILTER (WHERE (" + x + ") = " + y +
+                  ") OVER (PARTITION BY a.rid) END)";
+          else
+            throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
+                        "Gradient reaches an aggregate that ddx does not differentiate.",
+                        "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
+          Backprop(arg, adj, res, LeafActivity(reg), terms);
+        }
+        std::string source = " FROM (SELECT " + Join(sel, ", ") + " FROM " + reg.item.from +
+                             Where(reg, reg.item.pending) + " OFFSET 0) r";
+        if (r->nkeys == 0) {
+          source += " CROSS JOIN " + F(r) + " a";
+        } else {
+          std::vector<std::string> on;
+          for (int k = 0; k < r->nkeys; k++)
+            on.push_back(NullSafeEq("r.k" + std::to_string(k), "a." + C(k), r->cols[k].sql));
+          source += " JOIN " + F(r) + " a ON " + Join(on, " AND ");
+        }
+        source += " JOIN " + b + " b ON b.rid = a.rid";
+        ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; });
+        return;
+      }
     }
   }
 
@@ -557,8 +860,10 @@ class Builder {
   std::vector<Rel *> order_;
   std::map<const Rel *, int> id_;
   int next_id_ = 1;
-  int forward_steps_ = 0;
+  std::set<const Rel *> sublink_rels_;
+  std::set<const Rel *> mat_;
   std::map<const Rel *, std::vector<bool>> active_;
+  std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;
   std::map<const Rel *, std::set<int>> bcols_;
 };
