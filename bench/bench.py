@@ -42,7 +42,7 @@ def program_stats(grad_sql):
                        capture_output=True, text=True)
     m = re.search(r"ddx_grad_at\('(.*?)'::text, \d", r.stdout, re.S)
     prog = m.group(1).replace("''", "'")
-    steps = len(re.findall(r"\b[fgb]\d+ AS MATERIALIZED", prog))
+    steps = len(re.findall(r"\b[fgbm]\d+ AS MATERIALIZED", prog))
     plan = tm.psql("SET search_path = pg_catalog, pg_temp; SET jit = off; EXPLAIN (ANALYZE, FORMAT JSON) " + prog + ";",
                    db=DB)
     tree = json.loads("\n".join("|".join(row) for row in plan))[0]["Plan"]

@@ -167,7 +167,9 @@ class Builder {
             finals.push_back("SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
                              " AS g FROM " + F(r) + " f JOIN " + B(r) + " b ON b.rid = f.rid");
       } else {
+        extra_ctes_ = &ctes;
         ReverseRule(r);
+        extra_ctes_ = nullptr;
       }
     }
     finals.push_back("SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM " + F(L));
@@ -708,20 +710,57 @@ class Builder {
   // Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
   // leaves (and whatever the caller joined), terms are per leaf column.
   void ContributeToLeaves(const Region &reg, const std::string &source, const Terms &terms,
-                          const std::function<std::string(int k)> &leaf_rid) {
+                          const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name) {
     std::map<int, std::map<int, std::string>> per_leaf;  // leaf -> col -> summed term
     for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
+    if (per_leaf.size() < 2) {
+      for (const auto &[k, cols] : per_leaf) {
+        std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
+        std::set<int> cs;
+        for (const auto &[col, sum] : cols) {
+          inner.push_back(sum + " AS " + D(col));
+          outer.push_back("sum(q." + D(col) + ") AS " + D(col));
+          cs.insert(col);
+        }
+        Contribute(reg.leaves[k],
+                   "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                       ") q WHERE q.rid IS NOT NULL GROUP BY q.rid",
+                   cs);
+      }
+      return;
+    }
+    // Several leaves: one pass over the region, summed by each leaf's rid at
+    // once with GROUPING SETS, instead of recomputing the region per leaf.
+    std::vector<std::string> inner, outer, rids, sets;
     for (const auto &[k, cols] : per_leaf) {
-      std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
+      std::string rk = "r" + std::to_string(k);
+      inner.push_back(leaf_rid(k) + " AS " + rk);
+      rids.push_back("q." + rk);
+      sets.push_back("(q." + rk + ")");
+      outer.push_back("q." + rk);
+      for (const auto &[col, sum] : cols) {
+        std::string t = "t" + std::to_string(k) + "_" + std::to_string(col);
+        inner.push_back(sum + " AS " + t);
+        outer.push_back("sum(q." + t + ") AS " + t);
+      }
+    }
+    outer.insert(outer.begin(), "GROUPING(" + Join(rids, ", ") + ") AS gs");
+    extra_ctes_->push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(outer, ", ") + " FROM (SELECT " +
+                           Join(inner, ", ") + source + ") q GROUP BY GROUPING SETS (" + Join(sets, ", ") + "))");
+    int n = static_cast<int>(per_leaf.size()), pos = 0;
+    for (const auto &[k, cols] : per_leaf) {
+      int mask = ((1 << n) - 1) & ~(1 << (n - 1 - pos));  // GROUPING: bit set = column aggregated away
+      pos++;
+      std::string rk = "r" + std::to_string(k);
+      std::vector<std::string> sel{rk + " AS rid"};
       std::set<int> cs;
       for (const auto &[col, sum] : cols) {
-        inner.push_back(sum + " AS " + D(col));
-        outer.push_back("sum(q." + D(col) + ") AS " + D(col));
+        sel.push_back("t" + std::to_string(k) + "_" + std::to_string(col) + " AS " + D(col));
         cs.insert(col);
       }
       Contribute(reg.leaves[k],
-                 "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-                     ") q WHERE q.rid IS NOT NULL GROUP BY q.rid",
+                 "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE gs = " + std::to_string(mask) +
+                     " AND " + rk + " IS NOT NULL",
                  cs);
     }
   }
@@ -786,7 +825,7 @@ class Builder {
           Backprop(reg.item.cols[o], "b." + D(o), saved, LeafActivity(reg), terms);
         }
         ContributeToLeaves(reg, " FROM " + F(r) + " f JOIN " + b + " b ON b.rid = f.rid", terms,
-                           [](int k) { return "f.l" + std::to_string(k); });
+                           [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(id_.at(r)));
         return;
       }
       case RelKind::Aggregate: {
@@ -850,7 +889,8 @@ class Builder {
           source += " JOIN " + F(r) + " a ON " + Join(on, " AND ");
         }
         source += " JOIN " + b + " b ON b.rid = a.rid";
-        ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; });
+        ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
+                           "m" + std::to_string(id_.at(r)));
         return;
       }
     }
@@ -865,6 +905,7 @@ class Builder {
   std::map<const Rel *, std::vector<bool>> active_;
   std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;
+  std::vector<std::string> *extra_ctes_ = nullptr;  // where a reverse rule adds shared steps
   std::map<const Rel *, std::set<int>> bcols_;
 };
 
