@@ -170,3 +170,100 @@ BEGIN
                      JOIN pg_namespace s ON s.oid = c.relnamespace);
 END;
 $$;
+
+-- Learning-rate schedules are ordinary tables: one row per step.
+-- ddx_schedule_warmup_cosine: nanoGPT's get_lr, linear warmup then cosine
+-- decay to min_lr at decay_steps, min_lr after. Returns the table.
+CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
+                                           min_lr float8, steps int DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DROP TABLE IF EXISTS %I', name);
+  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
+  EXECUTE format($q$
+    INSERT INTO %I
+    SELECT it, CASE WHEN it < $1 THEN $3 * (it + 1) / ($1 + 1)
+                    WHEN it > $2 THEN $4
+                    ELSE $4 + 0.5 * (1 + cos(pi() * (it - $1)::float8 / ($2 - $1))) * ($3 - $4) END
+    FROM generate_series(0, $5) it$q$, name)
+    USING warmup_steps, decay_steps, max_lr, min_lr, coalesce(steps, decay_steps + 1);
+  RETURN name::regclass;
+END $$;
+
+-- ddx_adamw_step: one optimizer step inside the caller's transaction, with
+-- PyTorch's semantics (torch.optim.AdamW, or Adam with L2 weight decay when
+-- decoupled is false): one backward pass (ddx_backward), optional global-norm
+-- clipping as torch.nn.utils.clip_grad_norm_ computes it, bias-corrected
+-- moments. State is ordinary tables: <table>_adam (primary key, m, v) beside
+-- each parameter table and ddx_optimizer_state (name, step). Parameters named
+-- in no_decay get no weight decay. Returns the step number, the gradient's
+-- global norm before clipping, and the learning rate used.
+CREATE FUNCTION ddx_adamw_step(loss_sql text, params text[], lr float8,
+                               beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999, eps float8 DEFAULT 1e-8,
+                               weight_decay float8 DEFAULT 0.01, no_decay text[] DEFAULT '{}',
+                               max_grad_norm float8 DEFAULT NULL, state_name text DEFAULT 'default',
+                               decoupled boolean DEFAULT true,
+                               OUT step int, OUT grad_norm float8, OUT lr_used float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  keys text;
+  on_keys text;
+  st text;
+  total float8 := 0;
+  part float8;
+  scale float8 := 1;
+  wd float8;
+  bc1 float8;
+  bc2 float8;
+BEGIN
+  IF to_regclass('ddx_optimizer_state') IS NULL THEN
+    CREATE TABLE ddx_optimizer_state (name text PRIMARY KEY, step int NOT NULL);
+  END IF;
+  INSERT INTO ddx_optimizer_state VALUES (state_name, 0) ON CONFLICT (name) DO NOTHING;
+  UPDATE ddx_optimizer_state s SET step = s.step + 1 WHERE s.name = state_name RETURNING s.step INTO step;
+  lr_used := lr;
+  -- one backward pass for every parameter table
+  FOR r IN SELECT * FROM @extschema@.ddx_backward(loss_sql, params) LOOP
+    EXECUTE format('SELECT coalesce(sum(grad * grad), 0) FROM %s', r.grad_table) INTO part;
+    total := total + part;
+  END LOOP;
+  grad_norm := sqrt(total);
+  IF max_grad_norm IS NOT NULL THEN
+    scale := least(max_grad_norm / (grad_norm + 1e-6), 1.0);
+  END IF;
+  bc1 := 1 - beta1 ^ step;
+  bc2 := 1 - beta2 ^ step;
+  FOR r IN
+    SELECT p.spec, g.grad_table, c.oid::regclass AS tbl, c.relname, s.nspname, pi[array_length(pi, 1)] AS col
+      FROM unnest(params) WITH ORDINALITY AS p(spec, o)
+      CROSS JOIN LATERAL (SELECT parse_ident(p.spec) AS pi) x
+      JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(q), '.') FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) q)::regclass
+      JOIN pg_namespace s ON s.oid = c.relnamespace
+      JOIN LATERAL (SELECT to_regclass(quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad')) AS grad_table) g ON true
+     ORDER BY p.o
+  LOOP
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord),
+           string_agg(format('t.%1$I = g.%1$I', a.attname), ' AND ' ORDER BY k.ord)
+      INTO keys, on_keys
+      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = r.tbl AND i.indisprimary;
+    st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_adam');
+    IF to_regclass(st) IS NULL THEN
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, 0::float8 AS m, 0::float8 AS v FROM %s', st, keys, r.tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, keys);
+    END IF;
+    wd := CASE WHEN r.spec = ANY (no_decay) THEN 0 ELSE weight_decay END;
+    -- moments (Adam: the L2 term joins the gradient; AdamW: decay is decoupled)
+    EXECUTE format('UPDATE %s t SET m = $1 * t.m + (1 - $1) * gg.g, v = $2 * t.v + (1 - $2) * gg.g * gg.g '
+                   'FROM (SELECT g.*, g.grad * $3 + CASE WHEN $5 THEN 0 ELSE $4 * p.%I END AS g '
+                   '      FROM %s g JOIN %s p USING (%s)) gg WHERE %s',
+                   st, r.col, r.grad_table, r.tbl, keys, replace(on_keys, 'g.', 'gg.'))
+      USING beta1, beta2, scale, wd, decoupled;
+    EXECUTE format('UPDATE %s t SET %I = t.%I * (1 - CASE WHEN $6 THEN $1 * $2 ELSE 0 END) '
+                   '  - ($1 / $3) * g.m / (sqrt(g.v) / sqrt($4) + $5) FROM %s g WHERE %s',
+                   r.tbl, r.col, r.col, st, on_keys)
+      USING lr, wd, bc1, bc2, eps, decoupled;
+  END LOOP;
+END $$;

@@ -92,12 +92,15 @@ eval "$(scripts/pg.sh env)"
 
 note "PyTorch oracle tests"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  out=$(/usr/bin/python3 test/torch/test_models.py 2>&1)
-  echo "$out"
-  p=$(echo "$out" | sed -n 's/^torch: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-  f=$(echo "$out" | sed -n 's/^torch: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-1}))
+  for t in test_models:torch test_optim:optim; do
+    out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
+    echo "$out"
+    tag=${t##*:}
+    p=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p")
+    f=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-1}))
+  done
 else
   echo "python3-torch is not installed: PyTorch oracle tests skipped"
 fi

@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""Optimizers against PyTorch (float64): ddx_adamw_step with global-norm
+clipping and a warmup + cosine schedule table, on a 2-layer MLP whose biases
+get no weight decay, must match torch.optim.AdamW + clip_grad_norm_ (max norm 0.05, so that it clips) + the
+same schedule after each of 10 steps: weights and both moments, to 1e-10.
+Adam (L2 weight decay, decoupled => false) the same way.
+
+Closes with "optim: N passed, N failed".
+"""
+import math
+import sys
+
+import numpy as np
+import torch
+
+import test_models as tm
+
+torch.set_default_dtype(torch.float64)
+DB = "ddx_optim"
+results = []
+
+
+def run(decoupled):
+    X, lab, W1, b1, W2, b2 = tm.mlp_data(32, 6, 8, 3, 21)
+    names = ["w1", "b1", "w2", "b2"]
+    init = [W1, b1, W2, b2]
+    sql = (tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) + tm.vector("b1", b1) +
+           tm.matrix("w2", W2) + tm.vector("b2", b2) +
+           "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE w2 ADD PRIMARY KEY (i, j);"
+           "ALTER TABLE b1 ADD PRIMARY KEY (j); ALTER TABLE b2 ADD PRIMARY KEY (j);"
+           "DROP TABLE IF EXISTS w1_adam, b1_adam, w2_adam, b2_adam, ddx_optimizer_state;"
+           "SELECT ddx_schedule_warmup_cosine('sched', 3, 8, 0.05, 0.005, 12);")
+    tm.psql(sql, db=DB)
+    loss_sql = "WITH " + tm.MLP_SQL + " SELECT l FROM loss"
+    params = [torch.tensor(a, requires_grad=True) for a in init]
+    decay, no_decay = [params[0], params[2]], [params[1], params[3]]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = (torch.optim.AdamW if decoupled else torch.optim.Adam)(groups, lr=0.05, betas=(0.9, 0.95), eps=1e-8)
+
+    def get_lr(it):  # nanoGPT
+        if it < 3:
+            return 0.05 * (it + 1) / (3 + 1)
+        if it > 8:
+            return 0.005
+        return 0.005 + 0.5 * (1 + math.cos(math.pi * (it - 3) / (8 - 3))) * (0.05 - 0.005)
+
+    worst = 0.0
+    for it in range(10):
+        lr = get_lr(it)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad()
+        logits = torch.tanh(torch.tensor(X) @ params[0] + params[1]) @ params[2] + params[3]
+        torch.nn.functional.cross_entropy(logits, torch.tensor(lab)).backward()
+        torch.nn.utils.clip_grad_norm_(params, max_norm=0.05)
+        opt.step()
+        tm.psql(f"""SELECT * FROM ddx_adamw_step($loss${loss_sql}$loss$, ARRAY['w1.val', 'b1.val', 'w2.val', 'b2.val'],
+                      (SELECT lr FROM sched WHERE step = {it}), beta1 => 0.9, beta2 => 0.95, eps => 1e-8,
+                      weight_decay => 0.1, no_decay => ARRAY['b1.val', 'b2.val'], max_grad_norm => 0.05,
+                      decoupled => {'true' if decoupled else 'false'});""", db=DB)
+        for name, p in zip(names, params):
+            st = opt.state[p]
+            keys = "i, j" if name.startswith("w") else "j"
+            rows = tm.psql(f"SELECT {keys}, p.val, s.m, s.v FROM {name} p JOIN {name}_adam s USING ({keys})", db=DB)
+            want = {"val": p.detach().numpy(), "m": st["exp_avg"].numpy(), "v": st["exp_avg_sq"].numpy()}
+            for r in rows:
+                idx = tuple(int(x) for x in r[:len(keys.split(","))])
+                idx = idx if len(idx) > 1 else idx[0]
+                for col, got in zip(("val", "m", "v"), r[len(keys.split(",")):]):
+                    w = want[col][idx]
+                    worst = max(worst, abs(float(got) - w) / max(1.0, abs(w)))
+    ok = worst <= 1e-10
+    results.append(ok)
+    name = "AdamW, clipping, warmup+cosine, 10 steps" if decoupled else "Adam (L2 decay), clipping, 10 steps"
+    print(f"{'ok' if ok else 'FAILED'}  {name:<44} max error {worst:.1e} (weights and both moments, every step)")
+
+
+def main():
+    import subprocess
+    subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
+                    f"CREATE DATABASE {DB}"], check=True, capture_output=True)
+    tm.psql("CREATE EXTENSION ddx;", db=DB)
+    for decoupled in (True, False):
+        try:
+            run(decoupled)
+        except Exception as e:
+            results.append(False)
+            print(f"FAILED  {'AdamW' if decoupled else 'Adam'}: {e}")
+    print(f"optim: {sum(results)} passed, {len(results) - sum(results)} failed")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
