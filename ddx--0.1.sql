@@ -152,7 +152,7 @@ BEGIN
       EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS grad FROM %s WITH NO DATA', gt, keys, tbl);
       EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', gt, keys);
     END IF;
-    EXECUTE format('TRUNCATE %s', gt);
+    EXECUTE format('DELETE FROM %s', gt);  -- not TRUNCATE: a new relfilenode per step would churn pg_class
     i := i + 1;
     ctes := ctes || format('g%s AS (INSERT INTO %s (%s, grad) SELECT %s, @extschema@.grad(''ddx_loss'', t.%I) '
                            'FROM %s t RETURNING 1)', i, gt, keys,
