@@ -44,6 +44,7 @@ struct Translator::Ctx {
   const std::vector<Node *> *aggrefs = nullptr;
   int agg_base = 0;
   const std::map<const SubLink *, int> *scalars = nullptr;  // scalar sublink -> column
+  const std::map<const WindowFunc *, int> *windows = nullptr;  // window function -> column
   const std::vector<ExprP> *sublink_params = nullptr;       // PARAM_SUBLINK id-1 -> value
   ExprP case_test;
 };
@@ -286,13 +287,37 @@ ExprP AndAll(const std::vector<ExprP> &v) {
   return MakeOpaque(t + ")", "AND", v, kBool);
 }
 
+bool CollectWindowFuncs(Node *n, std::vector<WindowFunc *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, WindowFunc)) {
+    out->push_back(castNode(WindowFunc, n));
+    return false;
+  }
+  return expression_tree_walker(n, (bool (*)())CollectWindowFuncs, out);
+}
+
+// a = b, also for two NULLs, in a form PostgreSQL can hash where the type has
+// an obvious stand-in value for NULL (IS NOT DISTINCT FROM cannot be hashed).
+ExprP NullSafeEquals(ExprP a, ExprP b) {
+  const std::string &t = a->type.sql;
+  static const char *const kZero[] = {"integer", "bigint", "smallint", "numeric", "pg_catalog.float8",
+                                      "pg_catalog.float4"};
+  std::string dflt;
+  for (const char *z : kZero)
+    if (t == z) dflt = "0";
+  if (t == "text" || t.rfind("character varying", 0) == 0) dflt = "''";
+  if (t == "boolean") dflt = "false";
+  if (dflt.empty() || b->type.sql != t) return MakeOpaque("($1 IS NOT DISTINCT FROM $2)", "IS NOT DISTINCT FROM", {a, b}, kBool);
+  std::string d = "CAST(" + dflt + " AS " + t + ")";
+  return MakeOpaque("(($1) IS NULL) = (($2) IS NULL) AND COALESCE($1, " + d + ") = COALESCE($2, " + d + ")", "=",
+                    {a, b}, kBool);
+}
+
 void CheckQuery(Query *q) {
   if (q->commandType != CMD_SELECT || q->hasModifyingCTE)
     Refuse("data-modifying statement in the loss", "The loss and the relations it reads must be SELECT queries.");
   if (q->hasRecursive) Refuse("recursive query in the loss", "WITH RECURSIVE has no reverse rule.");
-  if (q->hasWindowFuncs)
-    Refuse("window function in the loss", "Window functions are not differentiated yet.",
-           "Write the computation with GROUP BY and a join.");
   if (q->hasTargetSRFs) Refuse("set-returning function in a target list of the loss");
   if (q->groupingSets) Refuse("GROUPING SETS, ROLLUP or CUBE in the loss");
   if (q->hasDistinctOn) Refuse("DISTINCT ON in the loss", "", "Use GROUP BY with MIN or MAX.");
@@ -552,6 +577,56 @@ RelP Translator::JoinScalars(RelP rel, const std::vector<SubLink *> &links, cons
   return rel;
 }
 
+// Window aggregates over whole partitions: for every window, the partition's
+// aggregate (GROUP BY the partition keys) joined back to each row on the keys.
+// The reverse rules of aggregates and joins then differentiate them.
+RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out) {
+  std::vector<WindowFunc *> funcs;
+  ListCell *lc;
+  foreach (lc, q->targetList) CollectWindowFuncs((Node *)lfirst_node(TargetEntry, lc)->expr, &funcs);
+  foreach (lc, q->windowClause) {
+    auto *wc = lfirst_node(WindowClause, lc);
+    std::vector<WindowFunc *> mine;
+    for (WindowFunc *f : funcs)
+      if (f->winref == wc->winref) mine.push_back(f);
+    if (mine.empty()) continue;
+    if (wc->orderClause != NIL || (wc->frameOptions & FRAMEOPTION_NONDEFAULT))
+      Refuse("window with ORDER BY or a frame in the loss", "Only whole-partition windows are differentiated yet.",
+             "Use OVER (PARTITION BY ...) without ORDER BY, or GROUP BY and a join.");
+    std::vector<ExprP> pre;
+    ListCell *lk;
+    foreach (lk, wc->partitionClause)
+      pre.push_back(Expr((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lk), q->targetList), c));
+    RelP agg = NewRel(RelKind::Aggregate);
+    agg->nkeys = static_cast<int>(pre.size());
+    agg->grouped = agg->nkeys > 0;
+    for (const auto &k : pre) agg->cols.push_back(k->type);
+    for (WindowFunc *f : mine) {
+      FuncInfo fi = Func(f->winfnoid);
+      bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
+      if (!f->winagg || f->aggfilter || !builtin ||
+          !(fi.name == "sum" || fi.name == "avg" || fi.name == "count" || fi.name == "min" || fi.name == "max"))
+        Refuse("window function " + fi.name + " in the loss", "Only sum, avg, count, min and max over a window are differentiated yet.");
+      AggCall call;
+      call.fn = fi.name;
+      if (!f->winstar) {
+        if (list_length(f->args) != 1) Refuse("window function " + fi.name + " of several arguments in the loss");
+        call.arg = static_cast<int>(pre.size());
+        pre.push_back(Expr((Node *)linitial(f->args), c));
+      }
+      agg->aggs.push_back(call);
+      agg->cols.push_back(MakeType(f->wintype, -1));
+    }
+    agg->inputs = {MakeProject(rel, pre)};
+    int n = static_cast<int>(rel->cols.size());
+    std::vector<ExprP> conds;
+    for (int k = 0; k < agg->nkeys; k++) conds.push_back(NullSafeEquals(pre[k], MakeCol(n + k, 0, agg->cols[k])));
+    for (size_t k = 0; k < mine.size(); k++) out[mine[k]] = n + agg->nkeys + static_cast<int>(k);
+    rel = MakeJoin(rel, agg, JoinKind::Inner, AndAll(conds));
+  }
+  return rel;
+}
+
 RelP Translator::SetOp(Query *q, Node *n, const Scope *scope) {
   if (IsA(n, RangeTblRef)) {
     RangeTblEntry *rte = rt_fetch(castNode(RangeTblRef, n)->rtindex, q->rtable);
@@ -641,10 +716,17 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
       pc.aggrefs = &aggrefs;
       pc.agg_base = agg->nkeys;
       pc.scalars = &post;
+      if (q->hasWindowFuncs)
+        Refuse("window function over a grouped query in the loss", "",
+               "Compute the GROUP BY in a CTE and the window over it.");
       if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
       for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, pc));
     } else {
-      for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, c));
+      std::map<const WindowFunc *, int> windows;
+      if (q->hasWindowFuncs) rel = JoinWindows(q, rel, c, windows);
+      Ctx wc = c;
+      wc.windows = &windows;
+      for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, wc));
     }
     rel = MakeProject(rel, outputs);
   }
@@ -964,8 +1046,13 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
     }
     case T_Aggref:
       Refuse("aggregate in this position of the loss");
-    case T_WindowFunc:
-      Refuse("window function in the loss", "Window functions are not differentiated yet.");
+    case T_WindowFunc: {
+      if (c.windows) {
+        auto it = c.windows->find(castNode(WindowFunc, n));
+        if (it != c.windows->end()) return MakeCol(it->second, c.side, ExprTypeOf(n));
+      }
+      Refuse("window function in this position of the loss");
+    }
     default:
       Refuse("expression of kind " + std::to_string(static_cast<int>(nodeTag(n))) + " is not supported in the loss");
   }

@@ -8,7 +8,8 @@ Each case makes small random tables p (the parameters) and d (data) in one of
 several data modes (plain, ties, a third NULLs, duplicate rows, extreme
 values, thousands of rows), generates a random loss over them (joins on shared
 keys, filters, GROUP BY aggregates, CTEs read once or twice, UNION ALL,
-EXISTS, CASE/GREATEST kinks, softmax) and asks for grad('loss', p.val).
+EXISTS, CASE/GREATEST kinks, softmax by GROUP BY and by windows, window
+aggregates over partitions) and asks for grad('loss', p.val).
 
 Allowed outcomes: a correct gradient, or a refusal whose SQLSTATE is outside
 class XX. A crash, an internal error or a wrong number fails the soak.
@@ -108,7 +109,8 @@ def relation(depth):
     if depth <= 0 or R.random() < 0.25:
         t = R.choice(["p", "p", "d"])
         return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
-    kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left"])
+    kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left",
+                     "window", "wsoftmax"])
     a, pa = relation(depth - 1)
     if kind == "filter":
         cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
@@ -117,6 +119,14 @@ def relation(depth):
         agg = R.choice(["sum", "avg", "max", "min", "sum"])
         key = R.choice(["k", "g"])
         return f"SELECT r.{key} AS k, 0 AS g, {agg}({scalar('r.v', 'r.v')}) AS v FROM ({a}) r GROUP BY r.{key}", pa
+    if kind == "window":
+        agg = R.choice(["sum", "avg", "max", "min", "count"])
+        part = R.choice(["PARTITION BY r.g", "PARTITION BY r.k", ""])
+        arg = "*" if agg == "count" else scalar("r.v", "r.v")
+        return f"SELECT r.k, r.g, {scalar('r.v', f'{agg}({arg}) OVER ({part})')} AS v FROM ({a}) r", pa
+    if kind == "wsoftmax":
+        return (f"SELECT q.k, q.g, q.e / sum(q.e) OVER (PARTITION BY q.g) AS v FROM "
+                f"(SELECT r.k, r.g, exp(r.v - max(r.v) OVER (PARTITION BY r.g)) AS e FROM ({a}) r) q"), pa
     if kind == "exists":
         return (f"SELECT r.k, r.g, r.v FROM ({a}) r WHERE "
                 f"{R.choice(['', 'NOT '])}EXISTS (SELECT 1 FROM d WHERE d.k = r.k AND d.val > -1)"), pa

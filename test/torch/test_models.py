@@ -194,6 +194,15 @@ ATTN_SQL = """
   loss AS (SELECT sum(o.o * tg.val) AS l FROM o JOIN tg ON tg.i = o.i AND tg.j = o.c)"""
 
 
+# the same attention with its softmax written with window functions
+ATTN_WINDOW_SQL = ATTN_SQL.replace("""  mx AS (SELECT i, max(s) AS m FROM sc GROUP BY i),
+  e AS (SELECT sc.i, sc.j, exp(sc.s - mx.m) AS e FROM sc JOIN mx ON mx.i = sc.i),
+  z AS (SELECT i, sum(e) AS z FROM e GROUP BY i),
+  p AS (SELECT e.i, e.j, e.e / z.z AS p FROM e JOIN z ON z.i = e.i),""", """  e AS (SELECT i, j, exp(s - max(s) OVER (PARTITION BY i)) AS e FROM sc),
+  p AS (SELECT i, j, e / sum(e) OVER (PARTITION BY i) AS p FROM e),""")
+assert ATTN_WINDOW_SQL != ATTN_SQL
+
+
 def attention_data(T, d, seed):
     r = np.random.default_rng(seed)
     X, G = r.normal(size=(T, d)), r.normal(size=(T, d))
@@ -205,13 +214,15 @@ def attention():
     T, d = 12, 4
     X, G, Wq, Wk, Wv = attention_data(T, d, 3)
     psql(matrix("x", X) + matrix("tg", G) + matrix("wq", Wq) + matrix("wk", Wk) + matrix("wv", Wv))
-    ours = ddx_grads(ATTN_SQL.format(d=d), {"wq": ["i", "j"], "wk": ["i", "j"], "wv": ["i", "j"]})
     tq, tk, tv = t(Wq), t(Wk), t(Wv)
     x = torch.tensor(X)
     att = (x @ tq) @ (x @ tk).T / math.sqrt(d)
     att = att.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
     ((torch.softmax(att, dim=-1) @ (x @ tv)) * torch.tensor(G)).sum().backward()
-    check("single-head causal attention", ours, {"wq": tq.grad.numpy(), "wk": tk.grad.numpy(), "wv": tv.grad.numpy()})
+    want = {"wq": tq.grad.numpy(), "wk": tk.grad.numpy(), "wv": tv.grad.numpy()}
+    for name, sql in (("single-head causal attention", ATTN_SQL), ("attention, softmax by windows", ATTN_WINDOW_SQL)):
+        ours = ddx_grads(sql.format(d=d), {"wq": ["i", "j"], "wk": ["i", "j"], "wv": ["i", "j"]})
+        check(name, ours, want)
 
 
 def training_loop():
