@@ -267,3 +267,164 @@ BEGIN
       USING lr, wd, bc1, bc2, eps, decoupled;
   END LOOP;
 END $$;
+
+-- More schedules as tables (PyTorch's ConstantLR without decay, StepLR, ExponentialLR).
+CREATE FUNCTION ddx_schedule_constant(name text, lr float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DROP TABLE IF EXISTS %I', name);
+  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
+  EXECUTE format('INSERT INTO %I SELECT it, $1 FROM generate_series(0, $2 - 1) it', name) USING lr, steps;
+  RETURN name::regclass;
+END $$;
+
+CREATE FUNCTION ddx_schedule_step(name text, lr float8, step_size int, gamma float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DROP TABLE IF EXISTS %I', name);
+  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
+  EXECUTE format('INSERT INTO %I SELECT it, $1 * $3 ^ (it / $2) FROM generate_series(0, $4 - 1) it', name)
+    USING lr, step_size, gamma, steps;
+  RETURN name::regclass;
+END $$;
+
+CREATE FUNCTION ddx_schedule_exponential(name text, lr float8, gamma float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DROP TABLE IF EXISTS %I', name);
+  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
+  EXECUTE format('INSERT INTO %I SELECT it, $1 * $2 ^ it FROM generate_series(0, $3 - 1) it', name)
+    USING lr, gamma, steps;
+  RETURN name::regclass;
+END $$;
+
+-- ddx_sgd_step: torch.optim.SGD (momentum, dampening, Nesterov, L2 weight
+-- decay) after one backward pass, with optional global-norm clipping. The
+-- momentum buffers live in <table>_sgd (primary key, buf).
+CREATE FUNCTION ddx_sgd_step(loss_sql text, params text[], lr float8, momentum float8 DEFAULT 0,
+                             dampening float8 DEFAULT 0, weight_decay float8 DEFAULT 0,
+                             nesterov boolean DEFAULT false, max_grad_norm float8 DEFAULT NULL,
+                             state_name text DEFAULT 'default',
+                             OUT step int, OUT grad_norm float8, OUT lr_used float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  keys text;
+  on_keys text;
+  st text;
+  total float8 := 0;
+  part float8;
+  scale float8 := 1;
+BEGIN
+  IF to_regclass('ddx_optimizer_state') IS NULL THEN
+    CREATE TABLE ddx_optimizer_state (name text PRIMARY KEY, step int NOT NULL);
+  END IF;
+  INSERT INTO ddx_optimizer_state VALUES (state_name, 0) ON CONFLICT (name) DO NOTHING;
+  UPDATE ddx_optimizer_state s SET step = s.step + 1 WHERE s.name = state_name RETURNING s.step INTO step;
+  lr_used := lr;
+  FOR r IN SELECT * FROM @extschema@.ddx_backward(loss_sql, params) LOOP
+    EXECUTE format('SELECT coalesce(sum(grad * grad), 0) FROM %s', r.grad_table) INTO part;
+    total := total + part;
+  END LOOP;
+  grad_norm := sqrt(total);
+  IF max_grad_norm IS NOT NULL THEN
+    scale := least(max_grad_norm / (grad_norm + 1e-6), 1.0);
+  END IF;
+  FOR r IN
+    SELECT p.spec, c.oid::regclass AS tbl, c.relname, s.nspname, x.pi[array_length(x.pi, 1)] AS col,
+           quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad') AS grad_table
+      FROM unnest(params) WITH ORDINALITY AS p(spec, o)
+      CROSS JOIN LATERAL (SELECT parse_ident(p.spec) AS pi) x
+      JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(q), '.') FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) q)::regclass
+      JOIN pg_namespace s ON s.oid = c.relnamespace
+     ORDER BY p.o
+  LOOP
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord),
+           string_agg(format('t.%1$I = g.%1$I', a.attname), ' AND ' ORDER BY k.ord)
+      INTO keys, on_keys
+      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+     WHERE i.indrelid = r.tbl AND i.indisprimary;
+    st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_sgd');
+    IF to_regclass(st) IS NULL THEN
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS buf FROM %s', st, keys, r.tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, keys);
+    END IF;
+    -- d = scale * grad + wd * p; buf = d on the first step, else momentum * buf + (1 - dampening) * d
+    EXECUTE format('UPDATE %s t SET buf = CASE WHEN t.buf IS NULL THEN g.d ELSE $1 * t.buf + (1 - $2) * g.d END '
+                   'FROM (SELECT g.*, g.grad * $3 + $4 * p.%I AS d FROM %s g JOIN %s p USING (%s)) g WHERE %s',
+                   st, r.col, r.grad_table, r.tbl, keys, on_keys)
+      USING momentum, dampening, scale, weight_decay;
+    IF momentum = 0 THEN
+      EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * (g.grad * $2 + $3 * t.%I) FROM %s g WHERE %s',
+                     r.tbl, r.col, r.col, r.col, r.grad_table, on_keys)
+        USING lr, scale, weight_decay;
+    ELSIF nesterov THEN
+      EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * ((g.grad * $2 + $3 * t.%I) + $4 * s.buf) '
+                     'FROM %s g JOIN %s s USING (%s) WHERE %s',
+                     r.tbl, r.col, r.col, r.col, r.grad_table, st, keys, on_keys)
+        USING lr, scale, weight_decay, momentum;
+    ELSE
+      EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * g.buf FROM %s g WHERE %s',
+                     r.tbl, r.col, r.col, st, on_keys)
+        USING lr;
+    END IF;
+  END LOOP;
+END $$;
+
+-- ddx_train: a training run as a PROCEDURE that COMMITs every step. An
+-- interrupted run keeps every finished step; CALL it again and it resumes
+-- from ddx_optimizer_state. The learning rate of step s is the schedule
+-- table's row s (0-based). Every step is logged in ddx_train_log (step, loss
+-- before the step every log_every steps, gradient norm, learning rate), with a
+-- NOTICE every log_every steps.
+CREATE PROCEDURE ddx_train(loss_sql text, params text[], steps int, schedule regclass,
+                           optimizer text DEFAULT 'adamw', weight_decay float8 DEFAULT 0.01,
+                           no_decay text[] DEFAULT '{}', max_grad_norm float8 DEFAULT NULL,
+                           momentum float8 DEFAULT 0.9, state_name text DEFAULT 'default',
+                           log_every int DEFAULT 100)
+LANGUAGE plpgsql AS $$
+DECLARE
+  done int;
+  lr float8;
+  l float8;
+  r record;
+BEGIN
+  IF optimizer NOT IN ('adamw', 'adam', 'sgd') THEN
+    RAISE EXCEPTION 'unknown optimizer "%"', optimizer USING ERRCODE = '22023', HINT = 'Use adamw, adam or sgd.';
+  END IF;
+  IF to_regclass('ddx_train_log') IS NULL THEN
+    CREATE TABLE ddx_train_log (state_name text, step int, loss float8, grad_norm float8, lr float8,
+                                at timestamptz DEFAULT clock_timestamp(), PRIMARY KEY (state_name, step));
+  END IF;
+  LOOP
+    done := 0;
+    IF to_regclass('ddx_optimizer_state') IS NOT NULL THEN
+      SELECT s.step INTO done FROM ddx_optimizer_state s WHERE s.name = state_name;
+    END IF;
+    done := coalesce(done, 0);
+    EXIT WHEN done >= steps;
+    EXECUTE format('SELECT lr FROM %s WHERE step = $1', schedule) INTO lr USING done;
+    IF lr IS NULL THEN
+      RAISE EXCEPTION 'schedule % has no row for step %', schedule, done USING ERRCODE = '22023';
+    END IF;
+    l := NULL;
+    IF (done + 1) % log_every = 0 OR done = 0 THEN
+      EXECUTE loss_sql INTO l;
+    END IF;
+    IF optimizer = 'sgd' THEN
+      SELECT * INTO r FROM @extschema@.ddx_sgd_step(loss_sql, params, lr, momentum => momentum,
+                                                    weight_decay => weight_decay, max_grad_norm => max_grad_norm,
+                                                    state_name => state_name);
+    ELSE
+      SELECT * INTO r FROM @extschema@.ddx_adamw_step(loss_sql, params, lr, weight_decay => weight_decay,
+                                                      no_decay => no_decay, max_grad_norm => max_grad_norm,
+                                                      state_name => state_name, decoupled => optimizer = 'adamw');
+    END IF;
+    INSERT INTO ddx_train_log (state_name, step, loss, grad_norm, lr) VALUES (state_name, r.step, l, r.grad_norm, lr);
+    IF l IS NOT NULL THEN
+      RAISE NOTICE 'step % loss % grad norm % lr %', r.step, l, r.grad_norm, lr;
+    END IF;
+    COMMIT;
+  END LOOP;
+END $$;

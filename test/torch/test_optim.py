@@ -3,7 +3,9 @@
 clipping and a warmup + cosine schedule table, on a 2-layer MLP whose biases
 get no weight decay, must match torch.optim.AdamW + clip_grad_norm_ (max norm 0.05, so that it clips) + the
 same schedule after each of 10 steps: weights and both moments, to 1e-10.
-Adam (L2 weight decay, decoupled => false) the same way.
+Adam (L2 weight decay, decoupled => false) the same way, and SGD with
+momentum and dampening, and with Nesterov momentum (weights and momentum
+buffers).
 
 Closes with "optim: N passed, N failed".
 """
@@ -75,17 +77,56 @@ def run(decoupled):
     print(f"{'ok' if ok else 'FAILED'}  {name:<44} max error {worst:.1e} (weights and both moments, every step)")
 
 
+def run_sgd(nesterov):
+    X, lab, W1, b1, W2, b2 = tm.mlp_data(32, 6, 8, 3, 5)
+    names = ["w1", "b1", "w2", "b2"]
+    tm.psql(tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) + tm.vector("b1", b1) +
+            tm.matrix("w2", W2) + tm.vector("b2", b2) +
+            "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE w2 ADD PRIMARY KEY (i, j);"
+            "ALTER TABLE b1 ADD PRIMARY KEY (j); ALTER TABLE b2 ADD PRIMARY KEY (j);"
+            "DROP TABLE IF EXISTS w1_sgd, b1_sgd, w2_sgd, b2_sgd, ddx_optimizer_state;", db=DB)
+    loss_sql = "WITH " + tm.MLP_SQL + " SELECT l FROM loss"
+    params = [torch.tensor(a, requires_grad=True) for a in (W1, b1, W2, b2)]
+    opt = torch.optim.SGD(params, lr=0.3, momentum=0.9, dampening=0.1 if not nesterov else 0.0,
+                          weight_decay=0.01, nesterov=nesterov)
+    worst = 0.0
+    for it in range(10):
+        opt.zero_grad()
+        logits = torch.tanh(torch.tensor(X) @ params[0] + params[1]) @ params[2] + params[3]
+        torch.nn.functional.cross_entropy(logits, torch.tensor(lab)).backward()
+        torch.nn.utils.clip_grad_norm_(params, max_norm=0.2)
+        opt.step()
+        tm.psql(f"""SELECT * FROM ddx_sgd_step($loss${loss_sql}$loss$, ARRAY['w1.val', 'b1.val', 'w2.val', 'b2.val'],
+                      0.3, momentum => 0.9, dampening => {0.0 if nesterov else 0.1}, weight_decay => 0.01,
+                      nesterov => {'true' if nesterov else 'false'}, max_grad_norm => 0.2);""", db=DB)
+        for name, p in zip(names, params):
+            keys = "i, j" if name.startswith("w") else "j"
+            nk = len(keys.split(","))
+            rows = tm.psql(f"SELECT {keys}, p.val, s.buf FROM {name} p JOIN {name}_sgd s USING ({keys})", db=DB)
+            want = {"val": p.detach().numpy(), "buf": opt.state[p]["momentum_buffer"].numpy()}
+            for r in rows:
+                idx = tuple(int(x) for x in r[:nk])
+                idx = idx if len(idx) > 1 else idx[0]
+                for col, got in zip(("val", "buf"), r[nk:]):
+                    worst = max(worst, abs(float(got) - want[col][idx]) / max(1.0, abs(want[col][idx])))
+    ok = worst <= 1e-10
+    results.append(ok)
+    name = "SGD, Nesterov momentum, L2, clipping" if nesterov else "SGD, momentum, dampening, L2, clipping"
+    print(f"{'ok' if ok else 'FAILED'}  {name + ', 10 steps':<44} max error {worst:.1e} (weights and buffers, every step)")
+
+
 def main():
     import subprocess
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     tm.psql("CREATE EXTENSION ddx;", db=DB)
-    for decoupled in (True, False):
+    for name, fn in (("AdamW", lambda: run(True)), ("Adam", lambda: run(False)), ("SGD", lambda: run_sgd(False)),
+                     ("SGD Nesterov", lambda: run_sgd(True))):
         try:
-            run(decoupled)
+            fn()
         except Exception as e:
             results.append(False)
-            print(f"FAILED  {'AdamW' if decoupled else 'Adam'}: {e}")
+            print(f"FAILED  {name}: {e}")
     print(f"optim: {sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1
 
