@@ -428,3 +428,64 @@ BEGIN
     COMMIT;
   END LOOP;
 END $$;
+
+-- ddx_explain: the gradient programs behind a statement, step by step: each
+-- step's name, kind (forward: a saved relation; backward: a cotangent or a
+-- shared pass over a region) and SQL; with run_analyze, each step's rows and the
+-- time until it was complete (ms, from the start of the program), measured by
+-- running the program under the settings ddx runs it with.
+CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
+RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  plan jsonb;
+  prog text;
+  parts text[];
+  p int := 0;
+  old_path text := current_setting('search_path');
+  old_jit text := current_setting('jit');
+  old_nl text := current_setting('enable_nestloop');
+  old_mj text := current_setting('enable_mergejoin');
+  aplan jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
+  FOR prog IN
+    SELECT DISTINCT replace(m[1], '''''', '''')
+      FROM jsonb_path_query(plan, 'strict $.**.Output[*]') o(v),
+           regexp_matches(o.v #>> '{}', 'ddx_grad_at\(''((?:[^'']|'''')*)''::text', 'g') m
+  LOOP
+    p := p + 1;
+    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9]+ AS MATERIALIZED)');
+    IF run_analyze THEN
+      PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+      PERFORM set_config('jit', 'off', true);
+      PERFORM set_config('enable_nestloop', 'off', true);
+      PERFORM set_config('enable_mergejoin', 'off', true);
+      EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || prog INTO aplan;
+      PERFORM set_config('search_path', old_path, true);
+      PERFORM set_config('jit', old_jit, true);
+      PERFORM set_config('enable_nestloop', old_nl, true);
+      PERFORM set_config('enable_mergejoin', old_mj, true);
+    END IF;
+    FOR i IN 1 .. array_length(parts, 1) LOOP
+      program := p;
+      step := i;
+      sql := parts[i];
+      IF i = array_length(parts, 1) THEN  -- the last CTE and the final SELECT
+        sql := split_part(parts[i], E'\nSELECT z.toid', 1);
+      END IF;
+      name := split_part(sql, ' ', 1);
+      kind := CASE left(name, 1) WHEN 'f' THEN 'forward' WHEN 'b' THEN 'backward: cotangent'
+                                 WHEN 'm' THEN 'backward: shared pass' ELSE 'forward' END;
+      rows := NULL;
+      ms := NULL;
+      IF run_analyze THEN
+        SELECT (n ->> 'Actual Rows')::float8, (n ->> 'Actual Total Time')::float8 INTO rows, ms
+          FROM jsonb_path_query(aplan, 'strict $.**') n
+         WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name
+         LIMIT 1;
+      END IF;
+      RETURN NEXT;
+    END LOOP;
+  END LOOP;
+END $$;

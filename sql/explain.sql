@@ -1,0 +1,21 @@
+-- ddx_explain: the steps of a statement's gradient program, their SQL, and
+-- with run_analyze their rows.
+CREATE EXTENSION IF NOT EXISTS ddx;
+CREATE SCHEMA explain;
+SET search_path = explain, public;
+\set VERBOSITY terse
+CREATE TABLE w (f int PRIMARY KEY, val float8);
+CREATE TABLE x (s int, f int, val float8);
+INSERT INTO w VALUES (1, 0.5), (2, -1);
+INSERT INTO x VALUES (1, 1, 2), (1, 2, 3), (2, 1, 1), (3, 2, 4);
+SELECT program, step, name, kind, rows, ms >= 0 AS timed, sql LIKE name || ' AS MATERIALIZED (%' AS sql_ok
+  FROM ddx_explain($$WITH loss AS (SELECT sum(z * z) AS l FROM
+                       (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) t)
+                     SELECT grad('loss', w.val) FROM w$$, true);
+-- without run_analyze nothing runs; the caller's settings are left as they were
+SELECT count(*) AS steps, count(rows) AS measured FROM ddx_explain($$WITH loss AS (SELECT sum(val) AS l FROM w) SELECT grad('loss', val) FROM w$$);
+SHOW search_path;
+SHOW enable_nestloop;
+-- two losses in one statement: two programs
+SELECT program, count(*) FROM ddx_explain($$WITH a AS (SELECT sum(val) AS l FROM w), b AS (SELECT sum(val * val) AS l FROM w)
+  SELECT grad('a', val), grad('b', val) FROM w$$) GROUP BY program ORDER BY program;
