@@ -190,6 +190,53 @@ BEGIN
   RETURN name::regclass;
 END $$;
 
+-- The parameter tables named by params ('table.column' or
+-- 'schema.table.column'), in order: table, column, gradient table, primary
+-- key columns and the join condition t.key = g.key on them.
+CREATE FUNCTION ddx_param_tables(params text[])
+RETURNS TABLE (spec text, tbl regclass, relname name, nspname name, col text, grad_table text, keys text,
+               on_keys text)
+LANGUAGE sql STABLE AS $$
+  SELECT p.spec, c.oid::regclass, c.relname, s.nspname, x.pi[array_length(x.pi, 1)],
+         quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad'), k.keys, k.on_keys
+    FROM unnest(params) WITH ORDINALITY AS p(spec, o)
+    CROSS JOIN LATERAL (SELECT parse_ident(p.spec) AS pi) x
+    JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(q), '.')
+                                  FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) q)::regclass
+    JOIN pg_namespace s ON s.oid = c.relnamespace
+    CROSS JOIN LATERAL (
+      SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY u.ord) AS keys,
+             string_agg(format('t.%1$I = g.%1$I', a.attname), ' AND ' ORDER BY u.ord) AS on_keys
+        FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS u(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum
+       WHERE i.indrelid = c.oid AND i.indisprimary) k
+   ORDER BY p.o
+$$;
+
+-- The start of every optimizer step: advance the named state's step count,
+-- run one backward pass for all parameter tables, and compute the gradient's
+-- global norm and the factor clip_grad_norm_ would scale it by.
+CREATE FUNCTION ddx_optimizer_begin(loss_sql text, params text[], max_grad_norm float8, state_name text,
+                                    OUT step int, OUT grad_norm float8, OUT scale float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  total float8 := 0;
+  part float8;
+BEGIN
+  IF to_regclass('ddx_optimizer_state') IS NULL THEN
+    CREATE TABLE ddx_optimizer_state (name text PRIMARY KEY, step int NOT NULL);
+  END IF;
+  INSERT INTO ddx_optimizer_state VALUES (state_name, 0) ON CONFLICT (name) DO NOTHING;
+  UPDATE ddx_optimizer_state s SET step = s.step + 1 WHERE s.name = state_name RETURNING s.step INTO step;
+  FOR r IN SELECT * FROM @extschema@.ddx_backward(loss_sql, params) LOOP
+    EXECUTE format('SELECT coalesce(sum(grad * grad), 0) FROM %s', r.grad_table) INTO part;
+    total := total + part;
+  END LOOP;
+  grad_norm := sqrt(total);
+  scale := CASE WHEN max_grad_norm IS NULL THEN 1 ELSE least(max_grad_norm / (grad_norm + 1e-6), 1.0) END;
+END $$;
+
 -- ddx_adamw_step: one optimizer step inside the caller's transaction, with
 -- PyTorch's semantics (torch.optim.AdamW, or Adam with L2 weight decay when
 -- decoupled is false): one backward pass (ddx_backward), optional global-norm
@@ -207,63 +254,33 @@ CREATE FUNCTION ddx_adamw_step(loss_sql text, params text[], lr float8,
 LANGUAGE plpgsql AS $$
 DECLARE
   r record;
-  keys text;
-  on_keys text;
   st text;
-  total float8 := 0;
-  part float8;
-  scale float8 := 1;
+  scale float8;
   wd float8;
   bc1 float8;
   bc2 float8;
 BEGIN
-  IF to_regclass('ddx_optimizer_state') IS NULL THEN
-    CREATE TABLE ddx_optimizer_state (name text PRIMARY KEY, step int NOT NULL);
-  END IF;
-  INSERT INTO ddx_optimizer_state VALUES (state_name, 0) ON CONFLICT (name) DO NOTHING;
-  UPDATE ddx_optimizer_state s SET step = s.step + 1 WHERE s.name = state_name RETURNING s.step INTO step;
+  SELECT b.step, b.grad_norm, b.scale INTO step, grad_norm, scale
+    FROM @extschema@.ddx_optimizer_begin(loss_sql, params, max_grad_norm, state_name) b;
   lr_used := lr;
-  -- one backward pass for every parameter table
-  FOR r IN SELECT * FROM @extschema@.ddx_backward(loss_sql, params) LOOP
-    EXECUTE format('SELECT coalesce(sum(grad * grad), 0) FROM %s', r.grad_table) INTO part;
-    total := total + part;
-  END LOOP;
-  grad_norm := sqrt(total);
-  IF max_grad_norm IS NOT NULL THEN
-    scale := least(max_grad_norm / (grad_norm + 1e-6), 1.0);
-  END IF;
   bc1 := 1 - beta1 ^ step;
   bc2 := 1 - beta2 ^ step;
-  FOR r IN
-    SELECT p.spec, g.grad_table, c.oid::regclass AS tbl, c.relname, s.nspname, pi[array_length(pi, 1)] AS col
-      FROM unnest(params) WITH ORDINALITY AS p(spec, o)
-      CROSS JOIN LATERAL (SELECT parse_ident(p.spec) AS pi) x
-      JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(q), '.') FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) q)::regclass
-      JOIN pg_namespace s ON s.oid = c.relnamespace
-      JOIN LATERAL (SELECT to_regclass(quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad')) AS grad_table) g ON true
-     ORDER BY p.o
-  LOOP
-    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord),
-           string_agg(format('t.%1$I = g.%1$I', a.attname), ' AND ' ORDER BY k.ord)
-      INTO keys, on_keys
-      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-     WHERE i.indrelid = r.tbl AND i.indisprimary;
+  FOR r IN SELECT * FROM @extschema@.ddx_param_tables(params) LOOP
     st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_adam');
     IF to_regclass(st) IS NULL THEN
-      EXECUTE format('CREATE TABLE %s AS SELECT %s, 0::float8 AS m, 0::float8 AS v FROM %s', st, keys, r.tbl);
-      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, keys);
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, 0::float8 AS m, 0::float8 AS v FROM %s', st, r.keys, r.tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, r.keys);
     END IF;
     wd := CASE WHEN r.spec = ANY (no_decay) THEN 0 ELSE weight_decay END;
     -- moments (Adam: the L2 term joins the gradient; AdamW: decay is decoupled)
     EXECUTE format('UPDATE %s t SET m = $1 * t.m + (1 - $1) * gg.g, v = $2 * t.v + (1 - $2) * gg.g * gg.g '
                    'FROM (SELECT g.*, g.grad * $3 + CASE WHEN $5 THEN 0 ELSE $4 * p.%I END AS g '
                    '      FROM %s g JOIN %s p USING (%s)) gg WHERE %s',
-                   st, r.col, r.grad_table, r.tbl, keys, replace(on_keys, 'g.', 'gg.'))
+                   st, r.col, r.grad_table, r.tbl, r.keys, replace(r.on_keys, 'g.', 'gg.'))
       USING beta1, beta2, scale, wd, decoupled;
     EXECUTE format('UPDATE %s t SET %I = t.%I * (1 - CASE WHEN $6 THEN $1 * $2 ELSE 0 END) '
                    '  - ($1 / $3) * g.m / (sqrt(g.v) / sqrt($4) + $5) FROM %s g WHERE %s',
-                   r.tbl, r.col, r.col, st, on_keys)
+                   r.tbl, r.col, r.col, st, r.on_keys)
       USING lr, wd, bc1, bc2, eps, decoupled;
   END LOOP;
 END $$;
@@ -309,64 +326,35 @@ CREATE FUNCTION ddx_sgd_step(loss_sql text, params text[], lr float8, momentum f
 LANGUAGE plpgsql AS $$
 DECLARE
   r record;
-  keys text;
-  on_keys text;
   st text;
-  total float8 := 0;
-  part float8;
-  scale float8 := 1;
+  scale float8;
 BEGIN
-  IF to_regclass('ddx_optimizer_state') IS NULL THEN
-    CREATE TABLE ddx_optimizer_state (name text PRIMARY KEY, step int NOT NULL);
-  END IF;
-  INSERT INTO ddx_optimizer_state VALUES (state_name, 0) ON CONFLICT (name) DO NOTHING;
-  UPDATE ddx_optimizer_state s SET step = s.step + 1 WHERE s.name = state_name RETURNING s.step INTO step;
+  SELECT b.step, b.grad_norm, b.scale INTO step, grad_norm, scale
+    FROM @extschema@.ddx_optimizer_begin(loss_sql, params, max_grad_norm, state_name) b;
   lr_used := lr;
-  FOR r IN SELECT * FROM @extschema@.ddx_backward(loss_sql, params) LOOP
-    EXECUTE format('SELECT coalesce(sum(grad * grad), 0) FROM %s', r.grad_table) INTO part;
-    total := total + part;
-  END LOOP;
-  grad_norm := sqrt(total);
-  IF max_grad_norm IS NOT NULL THEN
-    scale := least(max_grad_norm / (grad_norm + 1e-6), 1.0);
-  END IF;
-  FOR r IN
-    SELECT p.spec, c.oid::regclass AS tbl, c.relname, s.nspname, x.pi[array_length(x.pi, 1)] AS col,
-           quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad') AS grad_table
-      FROM unnest(params) WITH ORDINALITY AS p(spec, o)
-      CROSS JOIN LATERAL (SELECT parse_ident(p.spec) AS pi) x
-      JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(q), '.') FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) q)::regclass
-      JOIN pg_namespace s ON s.oid = c.relnamespace
-     ORDER BY p.o
-  LOOP
-    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord),
-           string_agg(format('t.%1$I = g.%1$I', a.attname), ' AND ' ORDER BY k.ord)
-      INTO keys, on_keys
-      FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-     WHERE i.indrelid = r.tbl AND i.indisprimary;
+  FOR r IN SELECT * FROM @extschema@.ddx_param_tables(params) LOOP
     st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_sgd');
     IF to_regclass(st) IS NULL THEN
-      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS buf FROM %s', st, keys, r.tbl);
-      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, keys);
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS buf FROM %s', st, r.keys, r.tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, r.keys);
     END IF;
     -- d = scale * grad + wd * p; buf = d on the first step, else momentum * buf + (1 - dampening) * d
     EXECUTE format('UPDATE %s t SET buf = CASE WHEN t.buf IS NULL THEN g.d ELSE $1 * t.buf + (1 - $2) * g.d END '
                    'FROM (SELECT g.*, g.grad * $3 + $4 * p.%I AS d FROM %s g JOIN %s p USING (%s)) g WHERE %s',
-                   st, r.col, r.grad_table, r.tbl, keys, on_keys)
+                   st, r.col, r.grad_table, r.tbl, r.keys, r.on_keys)
       USING momentum, dampening, scale, weight_decay;
     IF momentum = 0 THEN
       EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * (g.grad * $2 + $3 * t.%I) FROM %s g WHERE %s',
-                     r.tbl, r.col, r.col, r.col, r.grad_table, on_keys)
+                     r.tbl, r.col, r.col, r.col, r.grad_table, r.on_keys)
         USING lr, scale, weight_decay;
     ELSIF nesterov THEN
       EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * ((g.grad * $2 + $3 * t.%I) + $4 * s.buf) '
                      'FROM %s g JOIN %s s USING (%s) WHERE %s',
-                     r.tbl, r.col, r.col, r.col, r.grad_table, st, keys, on_keys)
+                     r.tbl, r.col, r.col, r.col, r.grad_table, st, r.keys, r.on_keys)
         USING lr, scale, weight_decay, momentum;
     ELSE
       EXECUTE format('UPDATE %s t SET %I = t.%I - $1 * g.buf FROM %s g WHERE %s',
-                     r.tbl, r.col, r.col, st, on_keys)
+                     r.tbl, r.col, r.col, st, r.on_keys)
         USING lr;
     END IF;
   END LOOP;
