@@ -192,7 +192,8 @@ def grads(cur, loss, spelling="cte", materialized=""):
 
 def loss_value(cur, loss):
     cur.execute(loss)
-    return cur.fetchone()[0]
+    v = cur.fetchone()[0]
+    return None if v is None else float(v)  # a numeric loss (e.g. a sum of counts) arrives as Decimal
 
 
 def fd(cur, loss, ctid, h, L0):
@@ -255,7 +256,10 @@ def run_case(conn, i):
             STATS["fd_rows"] += 1
             if not close(g[ctid], f2, 1e-4, 1e-6 * max(1.0, abs(L or 0))):
                 problems.append(f"row {ctid}: ddx {g[ctid]} vs finite differences {f2}")
-    # metamorphic relations
+    # metamorphic relations. Two programs sum the same terms in different
+    # orders; over the 10^5-row joins of the large mode that costs up to
+    # ~1e-8 relative.
+    rtol = 1e-6 if mode == "large" else 1e-9
     scaled = grads(cur, f"SELECT 3 * l AS l FROM ({loss}) q")
     shifted = grads(cur, f"SELECT l + 5 AS l FROM ({loss}) q")
     squared = grads(cur, f"SELECT l * l AS l FROM ({loss}) q")
@@ -272,7 +276,7 @@ def run_case(conn, i):
         if L is not None:
             checks.append(("L^2", squared[ctid], 2 * L * v))
         for name, got, want in checks:
-            if not close(got, want, 1e-9, 1e-12 * max(1.0, abs(L or 0), abs(v))):
+            if not close(got, want, rtol, 1e-12 * max(1.0, abs(L or 0), abs(v))):
                 problems.append(f"{name}: {got} vs {want}")
     # physical row order: rewrite the tables in reverse order, compare by content
     cur.execute("SELECT k, g, val, ctid::text FROM p ORDER BY ctid")
@@ -286,7 +290,7 @@ def run_case(conn, i):
     by_content2 = sorted((r[0] if r[0] is not None else -99, r[1], r[2] if r[2] is not None else -99,
                           g2[r[3]] or 0) for r in cur.fetchall())
     for a, b in zip(by_content, by_content2):
-        if a[:3] != b[:3] or not close(a[3], b[3], 1e-9, 1e-12):
+        if a[:3] != b[:3] or not close(a[3], b[3], rtol, 1e-12):
             # equal rows may legitimately swap gradients only if they are equal too; the sorted
             # lists compare multisets, so any difference here is a real one
             problems.append(f"row order: {a} vs {b}")
