@@ -114,81 +114,60 @@ RETURNS TABLE (param text, grad_table regclass, grad_rows bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
   spec text;
-  parts text[];
-  n int;
-  tbl regclass;
-  col text;
-  nsp text;
-  rel text;
-  pk text[];
-  gt text;
-  keys text;
+  r record;
   ctes text[] := '{}';
   sels text[] := '{}';
   i int := 0;
 BEGIN
   FOREACH spec IN ARRAY params LOOP
-    parts := parse_ident(spec);
-    n := array_length(parts, 1);
-    IF n < 2 THEN
+    IF array_length(parse_ident(spec), 1) < 2 THEN
       RAISE EXCEPTION 'parameter "%" is not of the form table.column', spec
         USING ERRCODE = '22023', HINT = 'Name each parameter as ''table.column'' or ''schema.table.column''.';
     END IF;
-    col := parts[n];
-    tbl := (SELECT string_agg(quote_ident(p), '.') FROM unnest(parts[1:n - 1]) p)::regclass;
-    SELECT c.relname, s.nspname INTO rel, nsp FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-     WHERE c.oid = tbl;
-    SELECT array_agg(a.attname::text ORDER BY k.ord) INTO pk
-      FROM pg_index x CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
-      JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
-     WHERE x.indrelid = tbl AND x.indisprimary;
-    IF pk IS NULL THEN
-      RAISE EXCEPTION 'parameter table % has no primary key', tbl
+  END LOOP;
+  FOR r IN SELECT * FROM @extschema@.ddx_param_tables(params) LOOP
+    IF r.keys IS NULL THEN
+      RAISE EXCEPTION 'parameter table % has no primary key', r.tbl
         USING ERRCODE = '42P10', HINT = 'Gradient tables are keyed like their parameter tables: add a PRIMARY KEY.';
     END IF;
-    gt := quote_ident(nsp) || '.' || quote_ident(rel || '_grad');
-    keys := (SELECT string_agg(quote_ident(k), ', ') FROM unnest(pk) k);
-    IF to_regclass(gt) IS NULL THEN
-      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS grad FROM %s WITH NO DATA', gt, keys, tbl);
-      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', gt, keys);
+    IF to_regclass(r.grad_table) IS NULL THEN
+      EXECUTE format('CREATE TABLE %s AS SELECT %s, NULL::float8 AS grad FROM %s WITH NO DATA', r.grad_table, r.keys, r.tbl);
+      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', r.grad_table, r.keys);
     END IF;
-    EXECUTE format('DELETE FROM %s', gt);  -- not TRUNCATE: a new relfilenode per step would churn pg_class
+    EXECUTE format('DELETE FROM %s', r.grad_table);  -- not TRUNCATE: a new relfilenode per step would churn pg_class
     i := i + 1;
     ctes := ctes || format('g%s AS (INSERT INTO %s (%s, grad) SELECT %s, @extschema@.grad(''ddx_loss'', t.%I) '
-                           'FROM %s t RETURNING 1)', i, gt, keys,
-                           (SELECT string_agg('t.' || quote_ident(k), ', ') FROM unnest(pk) k), col, tbl);
-    sels := sels || format('SELECT %s::int AS i, count(*) AS c FROM g%s', i, i);
+                           'FROM %s t RETURNING 1)', i, r.grad_table, r.keys, r.keys, r.col, r.tbl);
+    sels := sels || format('SELECT %s AS i, %L AS spec, %L::regclass AS gt, count(*) AS c FROM g%s',
+                           i, r.spec, r.grad_table, i);
   END LOOP;
-  RETURN QUERY EXECUTE format('WITH ddx_loss AS (%s), %s SELECT p.spec, to_regclass(p.gt), r.c FROM (%s) r '
-                              'JOIN unnest($1, $2) WITH ORDINALITY AS p(spec, gt, i) ON p.i = r.i ORDER BY r.i',
-                              loss_sql, array_to_string(ctes, ', '), array_to_string(sels, ' UNION ALL '))
-    USING params, (SELECT array_agg(quote_ident(s.nspname) || '.' || quote_ident(c.relname || '_grad') ORDER BY o)
-                     FROM unnest(params) WITH ORDINALITY AS u(spec, o)
-                     CROSS JOIN LATERAL (SELECT parse_ident(u.spec) AS pi) x
-                     JOIN pg_class c ON c.oid = (SELECT string_agg(quote_ident(p), '.')
-                                                   FROM unnest(x.pi[1:array_length(x.pi, 1) - 1]) p)::regclass
-                     JOIN pg_namespace s ON s.oid = c.relnamespace);
+  RETURN QUERY EXECUTE format('WITH ddx_loss AS (%s), %s SELECT r.spec, r.gt, r.c FROM (%s) r ORDER BY r.i',
+                              loss_sql, array_to_string(ctes, ', '), array_to_string(sels, ' UNION ALL '));
 END;
 $$;
 
--- Learning-rate schedules are ordinary tables: one row per step.
--- ddx_schedule_warmup_cosine: nanoGPT's get_lr, linear warmup then cosine
--- decay to min_lr at decay_steps, min_lr after. Returns the table.
-CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
-                                           min_lr float8, steps int DEFAULT NULL)
-RETURNS regclass LANGUAGE plpgsql AS $$
+-- Learning-rate schedules are ordinary tables (step int PRIMARY KEY, lr),
+-- one row per step from step 0; ddx_schedule_table writes one from an array.
+CREATE FUNCTION ddx_schedule_table(name text, lrs float8[]) RETURNS regclass
+LANGUAGE plpgsql AS $$
 BEGIN
   EXECUTE format('DROP TABLE IF EXISTS %I', name);
   EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
-  EXECUTE format($q$
-    INSERT INTO %I
-    SELECT it, CASE WHEN it < $1 THEN $3 * (it + 1) / ($1 + 1)
-                    WHEN it > $2 THEN $4
-                    ELSE $4 + 0.5 * (1 + cos(pi() * (it - $1)::float8 / ($2 - $1))) * ($3 - $4) END
-    FROM generate_series(0, $5) it$q$, name)
-    USING warmup_steps, decay_steps, max_lr, min_lr, coalesce(steps, decay_steps + 1);
+  EXECUTE format('INSERT INTO %I SELECT o - 1, lr FROM unnest($1) WITH ORDINALITY AS u(lr, o)', name) USING lrs;
   RETURN name::regclass;
 END $$;
+
+-- nanoGPT's get_lr: linear warmup, cosine decay to min_lr at decay_steps,
+-- min_lr after; `steps` rows (decay_steps + 2 by default).
+CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
+                                           min_lr float8, steps int DEFAULT NULL)
+RETURNS regclass LANGUAGE sql AS $$
+  SELECT @extschema@.ddx_schedule_table($1, ARRAY(
+    SELECT CASE WHEN it < $2 THEN $4 * (it + 1) / ($2 + 1)
+                WHEN it > $3 THEN $5
+                ELSE $5 + 0.5 * (1 + cos(pi() * (it - $2)::float8 / ($3 - $2))) * ($4 - $5) END
+      FROM generate_series(0, coalesce($6, $3 + 2) - 1) it ORDER BY it))
+$$;
 
 -- The parameter tables named by params ('table.column' or
 -- 'schema.table.column'), in order: table, column, gradient table, primary
@@ -285,35 +264,19 @@ BEGIN
   END LOOP;
 END $$;
 
--- More schedules as tables (PyTorch's ConstantLR without decay, StepLR, ExponentialLR).
+-- More schedules as tables: a constant rate, PyTorch's StepLR and ExponentialLR.
 CREATE FUNCTION ddx_schedule_constant(name text, lr float8, steps int) RETURNS regclass
-LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE format('DROP TABLE IF EXISTS %I', name);
-  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
-  EXECUTE format('INSERT INTO %I SELECT it, $1 FROM generate_series(0, $2 - 1) it', name) USING lr, steps;
-  RETURN name::regclass;
-END $$;
+LANGUAGE sql AS $$ SELECT @extschema@.ddx_schedule_table($1, array_fill($2, ARRAY[$3])) $$;
 
 CREATE FUNCTION ddx_schedule_step(name text, lr float8, step_size int, gamma float8, steps int) RETURNS regclass
-LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE format('DROP TABLE IF EXISTS %I', name);
-  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
-  EXECUTE format('INSERT INTO %I SELECT it, $1 * $3 ^ (it / $2) FROM generate_series(0, $4 - 1) it', name)
-    USING lr, step_size, gamma, steps;
-  RETURN name::regclass;
-END $$;
+LANGUAGE sql AS $$
+  SELECT @extschema@.ddx_schedule_table($1, ARRAY(SELECT $2 * $4 ^ (it / $3) FROM generate_series(0, $5 - 1) it ORDER BY it))
+$$;
 
 CREATE FUNCTION ddx_schedule_exponential(name text, lr float8, gamma float8, steps int) RETURNS regclass
-LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE format('DROP TABLE IF EXISTS %I', name);
-  EXECUTE format('CREATE TABLE %I (step int PRIMARY KEY, lr float8 NOT NULL)', name);
-  EXECUTE format('INSERT INTO %I SELECT it, $1 * $2 ^ it FROM generate_series(0, $3 - 1) it', name)
-    USING lr, gamma, steps;
-  RETURN name::regclass;
-END $$;
+LANGUAGE sql AS $$
+  SELECT @extschema@.ddx_schedule_table($1, ARRAY(SELECT $2 * $3 ^ it FROM generate_series(0, $4 - 1) it ORDER BY it))
+$$;
 
 -- ddx_sgd_step: torch.optim.SGD (momentum, dampening, Nesterov, L2 weight
 -- decay) after one backward pass, with optional global-norm clipping. The

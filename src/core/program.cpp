@@ -223,11 +223,11 @@ class Builder {
   // Which relations are CTEs; the others are compiled into their readers' regions.
   void DecideMaterialized() {
     for (Rel *r : order_) {
-      if (!RowLocal(r)) mat_.insert(r);
-      if (r->kind == RelKind::UnionAll || r->kind == RelKind::Limit || r->kind == RelKind::Scalar ||
-          r->kind == RelKind::Join)  // FULL JOIN (not row-local) needs materialized sides
-        if (!RowLocal(r))
-          for (const auto &in : r->inputs) mat_.insert(in.get());
+      if (RowLocal(r)) continue;
+      mat_.insert(r);
+      // Set operations, LIMIT, scalar subqueries and FULL joins read saved inputs.
+      if (r->kind != RelKind::Aggregate)
+        for (const auto &in : r->inputs) mat_.insert(in.get());
     }
     mat_.insert(loss_.get());
     for (const Rel *s : sublink_rels_) mat_.insert(const_cast<Rel *>(s));
@@ -541,8 +541,7 @@ class Builder {
         throw Error(sqlstate::kUndefinedFunction, "function " + e->name + " has no derivative rule",
                     "Gradient flows through " + e->name + "; ddx knows no derivative for it.",
                     "Wrap the argument in stop_gradient(...) if it is meant to be constant, or rewrite it with "
-                    "operations that ddx differentiates.",
-                    e->position);
+                    "operations that ddx differentiates.");
     }
   }
 
@@ -550,7 +549,7 @@ class Builder {
     if (ContainsVolatile(e))
       throw Error(sqlstate::kFeatureNotSupported, "volatile function on the gradient path",
                   "A volatile function would be evaluated again by the backward pass and see other values.",
-                  "Compute its values into a table first.", e->position);
+                  "Compute its values into a table first.");
   }
 
   // --- forward --------------------------------------------------------------
@@ -910,6 +909,13 @@ class Builder {
 };
 
 }  // namespace
+
+ExprP NullSafeEquals(const ExprP &a, const ExprP &b) {
+  std::string tmpl = a->type.sql == b->type.sql ? NullSafeEq("$1", "$2", a->type.sql) : "($1) IS NOT DISTINCT FROM ($2)";
+  auto e = MakeOpaque("(" + tmpl + ")", {a, b}, kBool);
+  std::const_pointer_cast<Expr>(e)->name = "=";
+  return e;
+}
 
 std::vector<bool> ActiveColumns(const RelP &rel) {
   Builder b(rel);

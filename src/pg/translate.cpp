@@ -157,7 +157,7 @@ std::string ConstSql(Const *c) {
   return "(" + lit + "::" + type + ")";
 }
 
-std::string OperatorSql(Oid opno, bool prefix) {
+std::string OperatorSql(Oid opno) {
   return Str(PgCall([&] {
     HeapTuple tp = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
     if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for operator %u", opno);
@@ -165,7 +165,7 @@ std::string OperatorSql(Oid opno, bool prefix) {
     char *s = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)), NameStr(op->oprname));
     ReleaseSysCache(tp);
     return s;
-  })) + (prefix ? "" : "");
+  }));
 }
 
 int RelNatts(Oid relid) {
@@ -295,23 +295,6 @@ bool CollectWindowFuncs(Node *n, std::vector<WindowFunc *> *out) {
     return false;
   }
   return expression_tree_walker(n, (bool (*)())CollectWindowFuncs, out);
-}
-
-// a = b, also for two NULLs, in a form PostgreSQL can hash where the type has
-// an obvious stand-in value for NULL (IS NOT DISTINCT FROM cannot be hashed).
-ExprP NullSafeEquals(ExprP a, ExprP b) {
-  const std::string &t = a->type.sql;
-  static const char *const kZero[] = {"integer", "bigint", "smallint", "numeric", "pg_catalog.float8",
-                                      "pg_catalog.float4"};
-  std::string dflt;
-  for (const char *z : kZero)
-    if (t == z) dflt = "0";
-  if (t == "text" || t.rfind("character varying", 0) == 0) dflt = "''";
-  if (t == "boolean") dflt = "false";
-  if (dflt.empty() || b->type.sql != t) return MakeOpaque("($1 IS NOT DISTINCT FROM $2)", "IS NOT DISTINCT FROM", {a, b}, kBool);
-  std::string d = "CAST(" + dflt + " AS " + t + ")";
-  return MakeOpaque("(($1) IS NULL) = (($2) IS NULL) AND COALESCE($1, " + d + ") = COALESCE($2, " + d + ")", "=",
-                    {a, b}, kBool);
 }
 
 void CheckQuery(Query *q) {
@@ -599,7 +582,6 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
       pre.push_back(Expr((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lk), q->targetList), c));
     RelP agg = NewRel(RelKind::Aggregate);
     agg->nkeys = static_cast<int>(pre.size());
-    agg->grouped = agg->nkeys > 0;
     for (const auto &k : pre) agg->cols.push_back(k->type);
     for (WindowFunc *f : mine) {
       FuncInfo fi = Func(f->winfnoid);
@@ -643,7 +625,7 @@ RelP Translator::SetOp(Query *q, Node *n, const Scope *scope) {
   d->cols = u->cols;
   d->inputs = {u};
   d->nkeys = static_cast<int>(u->cols.size());
-  d->grouped = d->distinct = true;
+  d->distinct = true;
   return d;
 }
 
@@ -684,7 +666,6 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
       for (Node *g : groups) pre_exprs.push_back(Expr(g, c));
       RelP agg = NewRel(RelKind::Aggregate);
       agg->nkeys = static_cast<int>(groups.size());
-      agg->grouped = !groups.empty();
       for (Node *g : groups) agg->cols.push_back(ExprTypeOf(g));
       for (Node *n : aggrefs) {
         auto *ar = castNode(Aggref, n);
@@ -736,7 +717,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     d->cols = rel->cols;
     d->inputs = {rel};
     d->nkeys = static_cast<int>(rel->cols.size());
-    d->grouped = d->distinct = true;
+    d->distinct = true;
     rel = d;
   }
   if (q->limitCount || q->limitOffset) {
@@ -936,14 +917,14 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       FuncInfo fi = Func(o->opfuncid);
       const char *rule = RuleOf(fi.internal);
       if (*rule && t.differentiable) return MakeCall(rule, args, t);
-      std::string op = OperatorSql(o->opno, args.size() == 1);
+      std::string op = OperatorSql(o->opno);
       std::string tmpl = args.size() == 1 ? "(" + op + " $1)" : "($1 " + op + " $2)";
       return MakeOpaque(tmpl, fi.name, args, t, fi.is_volatile);
     }
     case T_ScalarArrayOpExpr: {
       auto *o = castNode(ScalarArrayOpExpr, n);
       std::vector<ExprP> args{Expr((Node *)linitial(o->args), c), Expr((Node *)lsecond(o->args), c)};
-      std::string op = OperatorSql(o->opno, false);
+      std::string op = OperatorSql(o->opno);
       return MakeOpaque("($1 " + op + (o->useOr ? " ANY" : " ALL") + " ($2))", "ANY/ALL", args, kBool);
     }
     case T_BoolExpr: {
@@ -1056,6 +1037,54 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
     default:
       Refuse("expression of kind " + std::to_string(static_cast<int>(nodeTag(n))) + " is not supported in the loss");
   }
+}
+
+RelP VjpLoss(const RelP &out, const std::vector<std::string> &out_names, const RelP &cot,
+             const std::vector<std::string> &cot_names) {
+  const Type f8{"pg_catalog.float8", true};
+  std::vector<bool> active = ActiveColumns(out);
+  int nout = static_cast<int>(out->cols.size());
+  std::vector<ExprP> keys, products;
+  for (int i = 0; i < nout; i++) {
+    auto j = std::find(cot_names.begin(), cot_names.end(), out_names[i]) - cot_names.begin();
+    if (j == static_cast<long>(cot_names.size()))
+      throw Error(sqlstate::kUndefinedColumn, "the cotangent relation has no column \"" + out_names[i] + "\"",
+                  "The cotangent names the output's keys and has one column per output value, of the same name.");
+    ExprP o = MakeCol(i, 0, out->cols[i]), c = MakeCol(nout + static_cast<int>(j), 0, cot->cols[j]);
+    if (!active[i]) {
+      keys.push_back(NullSafeEquals(o, c));
+      continue;
+    }
+    if (!cot->cols[j].differentiable)
+      throw Error(sqlstate::kDatatypeMismatch, "cotangent column \"" + cot_names[j] + "\" is not a number");
+    products.push_back(MakeCall("mul", {o, MakeCall("cast", {c}, f8)}, f8));
+  }
+  if (products.empty()) {
+    auto zero = std::make_shared<ddx::Expr>();
+    zero->text = "0::float8";
+    zero->type = f8;
+    products.push_back(zero);
+  }
+  RelP agg = NewRel(RelKind::Aggregate);
+  agg->inputs = {MakeProject(MakeJoin(out, cot, JoinKind::Inner, AndAll(keys)), products)};
+  for (size_t k = 0; k < products.size(); k++) {
+    agg->aggs.push_back(AggCall{"sum", static_cast<int>(k)});
+    agg->cols.push_back(f8);
+  }
+  // Σ_k coalesce(sum_k, 0): a value column whose rows all miss a cotangent adds nothing
+  ExprP total;
+  for (size_t k = 0; k < products.size(); k++) {
+    ExprP sk = MakeCol(static_cast<int>(k), 0, f8);
+    auto zero = std::make_shared<ddx::Expr>();
+    zero->text = "0::float8";
+    zero->type = f8;
+    auto term = std::make_shared<ddx::Expr>();
+    term->kind = ExprKind::Case;
+    term->type = f8;
+    term->args = {MakeOpaque("($1 IS NOT NULL)", "IS NOT NULL", {sk}, kBool), sk, zero};
+    total = total ? MakeCall("add", {total, term}, f8) : term;
+  }
+  return MakeProject(agg, {total});
 }
 
 }  // namespace ddx::pg

@@ -75,7 +75,6 @@ RelP Aggregate(RelP in, int nkeys, std::vector<AggCall> aggs, std::vector<Type> 
   a->kind = RelKind::Aggregate;
   a->inputs = {in};
   a->nkeys = nkeys;
-  a->grouped = nkeys > 0;
   a->aggs = std::move(aggs);
   a->cols = std::move(types);
   return a;

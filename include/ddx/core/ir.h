@@ -82,7 +82,6 @@ struct Expr {
   std::string name;
   std::vector<ExprP> args;
   bool is_volatile = false;
-  int position = -1;
   RelP sub;
   SublinkKind sublink = SublinkKind::Exists;
   ExprP test, corr;
@@ -136,8 +135,7 @@ struct Rel {
   JoinKind join = JoinKind::Inner;
 
   // Aggregate
-  int nkeys = 0;
-  bool grouped = false;   // GROUP BY present (else exactly one output row)
+  int nkeys = 0;          // 0: no GROUP BY, exactly one output row
   bool distinct = false;  // SELECT DISTINCT: keys share gradient with duplicates
   std::vector<AggCall> aggs;
 

@@ -34,6 +34,11 @@ Program BuildGradientProgram(const RelP &loss);
 // the output's keys).
 std::vector<bool> ActiveColumns(const RelP &rel);
 
+// a = b, also for two NULLs, as a boolean expression that PostgreSQL can
+// hash-join where the type has a stand-in for NULL (IS NOT DISTINCT FROM
+// cannot be hashed or merged; it is the fallback for other types).
+ExprP NullSafeEquals(const ExprP &a, const ExprP &b);
+
 // The forward SQL of `loss` alone (its value), for checks and explain.
 std::string BuildForwardSql(const RelP &loss);
 

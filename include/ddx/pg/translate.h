@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ddx/core/ir.h"
+#include "ddx/core/program.h"
 #include "ddx/pg/guard.h"
 
 extern "C" {
@@ -65,5 +66,11 @@ class Translator {
   std::map<Oid, RelP> views_;
   std::map<const SubLink *, RelP> scalars_;
 };
+
+// The loss of vjp(out, cot, ...): Σ over the rows of out ⋈ cot (on the
+// output's keys, its columns that do not depend on a parameter, NULL matching
+// NULL) of Σ over value columns of out.v · cot.v. Throws Error.
+RelP VjpLoss(const RelP &out, const std::vector<std::string> &out_names, const RelP &cot,
+             const std::vector<std::string> &cot_names);
 
 }  // namespace ddx::pg
