@@ -45,7 +45,7 @@ WITH loss AS (SELECT sum(round(val)) FROM w) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
 WITH loss AS (SELECT sum(val * random()) FROM w) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
-WITH loss AS (SELECT sum(s) FROM (SELECT sum(val) OVER (ORDER BY f) AS s FROM w) t) SELECT grad('loss', val) FROM w;
+WITH loss AS (SELECT sum(s) FROM (SELECT percent_rank() OVER (ORDER BY f) * val AS s FROM w) t) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
 WITH RECURSIVE r(i, v) AS (SELECT 1, 1.0::float8 UNION ALL SELECT i + 1, v FROM r WHERE i < 3),
      loss AS (SELECT sum(v) FROM r) SELECT grad('loss', val) FROM w;

@@ -132,10 +132,74 @@ std::string NullSafeEq(const std::string &a, const std::string &b, const std::st
          d + ")";
 }
 
+// --- window frames -----------------------------------------------------------
+
+std::string BoundSql(const FrameBound &b) {
+  switch (b.kind) {
+    case BoundKind::UnboundedPreceding: return "UNBOUNDED PRECEDING";
+    case BoundKind::Preceding: return b.offset + " PRECEDING";
+    case BoundKind::CurrentRow: return "CURRENT ROW";
+    case BoundKind::Following: return b.offset + " FOLLOWING";
+    case BoundKind::UnboundedFollowing: return "UNBOUNDED FOLLOWING";
+  }
+  return "";
+}
+
+std::string FrameSql(const Frame &f) {
+  const char *mode = f.mode == FrameMode::Rows ? "ROWS" : f.mode == FrameMode::Groups ? "GROUPS" : "RANGE";
+  return std::string(mode) + " BETWEEN " + BoundSql(f.start) + " AND " + BoundSql(f.end) +
+         (f.exclude.empty() ? "" : " EXCLUDE " + f.exclude);
+}
+
+// The transposed frame: row k is in the frame of row j exactly when j is in
+// the transposed frame of k (k in [j-p, j+f] <=> j in [k-f, k+p]). Exclusions
+// are symmetric. So the cotangent of a windowed sum's argument is the
+// windowed sum of the output cotangents over the transposed frame.
+Frame Transpose(const Frame &f) {
+  auto mirror = [](const FrameBound &b) {
+    FrameBound m = b;
+    switch (b.kind) {
+      case BoundKind::UnboundedPreceding: m.kind = BoundKind::UnboundedFollowing; break;
+      case BoundKind::Preceding: m.kind = BoundKind::Following; break;
+      case BoundKind::CurrentRow: break;
+      case BoundKind::Following: m.kind = BoundKind::Preceding; break;
+      case BoundKind::UnboundedFollowing: m.kind = BoundKind::UnboundedPreceding; break;
+    }
+    return m;
+  };
+  Frame t = f;
+  t.start = mirror(f.end);
+  t.end = mirror(f.start);
+  return t;
+}
+
+bool HasOffset(const Frame &f) {
+  return f.start.kind == BoundKind::Preceding || f.start.kind == BoundKind::Following ||
+         f.end.kind == BoundKind::Preceding || f.end.kind == BoundKind::Following;
+}
+
+bool IsRank(const std::string &fn) { return fn == "row_number" || fn == "rank" || fn == "dense_rank"; }
+
+// Whether a window's values depend on the order of rows its ORDER BY leaves
+// tied (PostgreSQL leaves that order unspecified, so the forward and the
+// backward could each see another one).
+bool OrderSensitive(const Rel *w) {
+  bool rows_frame = w->frame.mode == FrameMode::Rows && !(w->frame.start.kind == BoundKind::UnboundedPreceding &&
+                                                          w->frame.end.kind == BoundKind::UnboundedFollowing);
+  for (const auto &c : w->wins) {
+    if (c.fn == "row_number" || c.fn == "lag" || c.fn == "lead") return true;
+    if (!IsRank(c.fn) && rows_frame) return true;
+  }
+  return false;
+}
+
+bool IsBoolType(const Type &t) { return t.sql == "pg_catalog.bool" || t.sql == "boolean"; }
+
 class Builder {
  public:
   explicit Builder(const RelP &loss) : loss_(loss) {
     Visit(loss);
+    CheckRanks();
     for (Rel *r : order_) active_[r] = Activity(r);
     DecideMaterialized();
   }
@@ -173,6 +237,11 @@ class Builder {
       }
     }
     finals.push_back("SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM " + F(L));
+    // pidx = -3: rows whose window values depend on how PostgreSQL orders
+    // ties (the runner refuses the gradient when there are any).
+    for (Rel *r : order_)
+      if (r->kind == RelKind::Window && OrderSensitive(r))
+        finals.push_back("SELECT NULL::oid, NULL::tid, -3, count(*)::float8 FROM " + F(r) + " WHERE tie > 0");
     Program p;
     p.forward_steps = nforward;
     p.backward_steps = static_cast<int>(ctes.size()) - nforward;
@@ -226,7 +295,7 @@ class Builder {
       if (RowLocal(r)) continue;
       mat_.insert(r);
       // Set operations, LIMIT, scalar subqueries and FULL joins read saved inputs.
-      if (r->kind != RelKind::Aggregate)
+      if (r->kind != RelKind::Aggregate && r->kind != RelKind::Window)
         for (const auto &in : r->inputs) mat_.insert(in.get());
     }
     mat_.insert(loss_.get());
@@ -240,6 +309,88 @@ class Builder {
       for (const auto &e : reg.item.cols) biggest = std::max(biggest, ExprSize(e));
       if (biggest > 64) mat_.insert(r);
     }
+  }
+
+  // --- ranks ----------------------------------------------------------------
+
+  // Ranks (row_number, rank, dense_rank) may be compared (WHERE rn <= k keeps
+  // the top k, whose rows get the gradient) and passed through, never
+  // computed with: their derivative is zero where it exists and undefined
+  // where the order changes. A rank column may appear inside any boolean
+  // expression; anywhere else only as a bare column.
+  void CheckRanks() {
+    std::map<const Rel *, std::vector<bool>> rank;
+    auto refuse = [](const std::string &what) {
+      throw Error(sqlstate::kFeatureNotSupported, "rank used as a value " + what,
+                  "row_number(), rank() and dense_rank() are differentiated only as filters (top-k): a rank is "
+                  "piecewise constant, so its derivative is zero where it exists and undefined where the order "
+                  "changes.",
+                  "Compare the rank in a WHERE clause (WHERE rn <= k) instead of computing with it.");
+    };
+    std::function<void(const ExprP &, const std::vector<bool> &, bool)> walk =
+        [&](const ExprP &e, const std::vector<bool> &cols, bool in_bool) {
+          if (!e) return;
+          bool ok = in_bool || IsBoolType(e->type);
+          if (e->kind == ExprKind::Col && e->side == 0 && e->col >= 0 && cols.at(e->col) && !ok)
+            refuse("in an expression of the loss");
+          for (const auto &a : e->args) walk(a, cols, ok);
+          walk(e->test, cols, true);
+          walk(e->corr, cols, true);
+        };
+    for (Rel *r : order_) {
+      std::vector<bool> rk(r->cols.size(), false);
+      auto in = [&](size_t k) -> const std::vector<bool> & { return rank.at(r->inputs[k].get()); };
+      switch (r->kind) {
+        case RelKind::Scan:
+        case RelKind::Values:
+        case RelKind::Function:
+          break;
+        case RelKind::Project:
+          for (size_t i = 0; i < r->exprs.size(); i++) {
+            const ExprP &e = r->exprs[i];
+            if (e->kind == ExprKind::Col && e->side == 0)
+              rk[i] = in(0).at(e->col);
+            else
+              walk(e, in(0), false);
+          }
+          break;
+        case RelKind::Filter:
+        case RelKind::Limit:
+        case RelKind::Scalar:
+          rk = in(0);
+          walk(r->cond, rk, true);
+          break;
+        case RelKind::Join: {
+          rk = in(0);
+          rk.insert(rk.end(), in(1).begin(), in(1).end());
+          walk(r->cond, rk, true);
+          break;
+        }
+        case RelKind::UnionAll:
+          for (size_t k = 0; k < r->inputs.size(); k++)
+            for (size_t i = 0; i < rk.size(); i++) rk[i] = rk[i] || in(k)[i];
+          break;
+        case RelKind::Aggregate:
+          for (int k = 0; k < r->nkeys; k++) rk[k] = in(0)[k];
+          for (const auto &a : r->aggs)
+            if (a.arg >= 0 && in(0)[a.arg] && a.fn != "count") refuse("in the aggregate " + a.fn + "()");
+          break;
+        case RelKind::Window: {
+          const auto &i0 = in(0);
+          for (size_t i = 0; i < i0.size(); i++) rk[i] = i0[i];
+          for (size_t k = 0; k < r->wins.size(); k++) {
+            const WinCall &w = r->wins[k];
+            if (((w.arg >= 0 && i0[w.arg]) || (w.dflt >= 0 && i0[w.dflt])) && w.fn != "count")
+              refuse("in the window function " + w.fn + "()");
+            rk[i0.size() + k] = IsRank(w.fn);
+          }
+          break;
+        }
+      }
+      rank[r] = rk;
+    }
+    for (bool b : rank.at(loss_.get()))
+      if (b) refuse("as the loss");
   }
 
   // --- activity -------------------------------------------------------------
@@ -283,6 +434,17 @@ class Builder {
         for (size_t k = 0; k < r->inputs.size(); k++)
           for (size_t i = 0; i < act.size(); i++) act[i] = act[i] || in(k)[i];
         break;
+      case RelKind::Window: {
+        const auto &i0 = in(0);
+        size_t n = i0.size();
+        for (size_t i = 0; i < n; i++) act[i] = i0[i];
+        for (size_t k = 0; k < r->wins.size(); k++) {
+          const WinCall &w = r->wins[k];
+          bool a = (w.arg >= 0 && i0[w.arg]) || (w.dflt >= 0 && i0[w.dflt]);
+          act[n + k] = a && w.fn != "count" && !IsRank(w.fn) && r->cols[n + k].differentiable;
+        }
+        break;
+      }
     }
     return act;
   }
@@ -635,6 +797,43 @@ class Builder {
         regions_[r] = reg;
         break;
       }
+      case RelKind::Window: {
+        // The input region's rows (leaf rids, the leaf columns its expressions
+        // read, its columns), then the window calls over them, and for the
+        // backward each row's position (pos) and peer group (grp) in its
+        // partition, and (tie) whether its ORDER BY leaves it tied.
+        Region reg = Compile(r->inputs[0].get(), false);
+        Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+        std::vector<std::string> inner;
+        for (size_t k = 0; k < reg.leaves.size(); k++) inner.push_back(reg.Alias(k) + ".rid AS l" + std::to_string(k));
+        std::set<std::pair<int, int>> used;
+        for (const auto &e : reg.item.cols) CollectCols(e, used);
+        for (const auto &[side, col] : used)
+          if (col >= 0) inner.push_back(LeafCol(reg, side, col) + " AS " + SavedCol(side, col));
+        for (size_t k = 0; k < reg.item.cols.size(); k++) inner.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
+        int n = static_cast<int>(reg.item.cols.size());
+        std::string frame = FrameSql(r->frame);
+        std::vector<std::string> cols{"row_number() OVER () AS rid", "i.*"};
+        for (size_t k = 0; k < r->wins.size(); k++) {
+          const WinCall &w = r->wins[k];
+          std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg), v;
+          if (w.fn == "lag" || w.fn == "lead")
+            v = w.fn + "(" + arg + ", " + w.offset + (w.dflt >= 0 ? ", i." + C(w.dflt) : "") + ") OVER w";
+          else if (IsRank(w.fn))
+            v = w.fn + "() OVER w";
+          else
+            v = w.fn + "(" + arg + ") OVER (w " + frame + ")";
+          cols.push_back(v + " AS " + C(n + static_cast<int>(k)));
+          if (w.fn == "avg") cols.push_back("count(" + arg + ") OVER (w " + frame + ") AS n" + std::to_string(k));
+        }
+        cols.push_back("row_number() OVER w AS pos");
+        cols.push_back("dense_rank() OVER w AS grp");
+        if (OrderSensitive(r)) cols.push_back("row_number() OVER w - rank() OVER w AS tie");
+        sql = "SELECT " + Join(cols, ", ") + " FROM (SELECT " + Join(inner, ", ") + " FROM " + reg.item.from +
+              Where(reg, reg.item.pending) + ") i WINDOW w AS (" + WindowSpec(r, "i.") + ")";
+        regions_[r] = reg;
+        break;
+      }
       case RelKind::Aggregate: {
         Region reg = Compile(r->inputs[0].get(), false);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
@@ -661,6 +860,49 @@ class Builder {
 
   static std::string SavedCol(int side, int col) {
     return "x" + std::to_string(side - kLeafSide) + "_" + std::to_string(col);
+  }
+
+  // PARTITION BY ... ORDER BY ... of a Window over columns `prefix`c<j>; with
+  // `by`, ORDER BY that saved column instead (pos, grp).
+  static std::string WindowSpec(const Rel *w, const std::string &prefix, const std::string &by = "") {
+    std::vector<std::string> part, ord;
+    for (int p : w->partition) part.push_back(prefix + C(p));
+    if (!by.empty()) {
+      ord.push_back(prefix + by);
+    } else {
+      for (const auto &k : w->order)
+        ord.push_back(prefix + C(k.col) + (k.desc ? " DESC" : " ASC") + (k.nulls_first ? " NULLS FIRST" : " NULLS LAST"));
+    }
+    std::string s;
+    if (!part.empty()) s += "PARTITION BY " + Join(part, ", ");
+    if (!ord.empty()) s += std::string(s.empty() ? "" : " ") + "ORDER BY " + Join(ord, ", ");
+    return s;
+  }
+
+  // Rows k of the partition of row j that lie in j's frame (aliases j, k of
+  // the Window's CTE), for min and max, whose backward pairs each output with
+  // the rows that attain it.
+  std::string InFrame(const Rel *w) const {
+    const Frame &f = w->frame;
+    if (f.mode == FrameMode::Range && HasOffset(f))
+      throw Error(sqlstate::kFeatureNotSupported, "min or max over a RANGE frame with an offset in the loss", "",
+                  "Use a ROWS or GROUPS frame, or sum/avg.");
+    std::string v = f.mode == FrameMode::Rows ? "pos" : "grp";
+    std::vector<std::string> c;
+    auto bound = [&](const FrameBound &b, const char *op) {
+      std::string at = "j." + v;
+      if (b.kind == BoundKind::Preceding) at = "(j." + v + " - " + b.offset + ")";
+      if (b.kind == BoundKind::Following) at = "(j." + v + " + " + b.offset + ")";
+      if (b.kind != BoundKind::UnboundedPreceding && b.kind != BoundKind::UnboundedFollowing)
+        c.push_back("k." + v + " " + op + " " + at);
+    };
+    bound(f.start, ">=");
+    bound(f.end, "<=");
+    if (f.exclude == "CURRENT ROW") c.push_back("k.rid <> j.rid");
+    if (f.exclude == "GROUP") c.push_back("k.grp <> j.grp");
+    if (f.exclude == "TIES") c.push_back("(k.grp <> j.grp OR k.rid = j.rid)");
+    for (int p : w->partition) c.push_back(NullSafeEq("k." + C(p), "j." + C(p), w->cols[p].sql));
+    return c.empty() ? "true" : Join(c, " AND ");
   }
 
   // --- backward -------------------------------------------------------------
@@ -825,6 +1067,74 @@ class Builder {
         }
         ContributeToLeaves(reg, " FROM " + F(r) + " f JOIN " + b + " b ON b.rid = f.rid", terms,
                            [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(id_.at(r)));
+        return;
+      }
+      case RelKind::Window: {
+        // Per input column, its adjoint: the pass-through cotangent plus, for
+        // each call reading it, the transpose of the call (program.cpp's
+        // Transpose for frames; lag's is lead). Then the chain rule through
+        // the input region, as for a saved projection.
+        const Region &reg = regions_.at(r);
+        int n = static_cast<int>(r->inputs[0]->cols.size());
+        const auto &in_act = active_.at(r->inputs[0].get());
+        std::map<int, std::vector<std::string>> adj;
+        std::string joins;
+        for (int o : bc)
+          if (o < n) adj[o].push_back("b." + D(o));
+        for (size_t k = 0; k < r->wins.size(); k++) {
+          int o = n + static_cast<int>(k);
+          if (!bc.count(o)) continue;
+          const WinCall &w = r->wins[k];
+          std::string d = "b." + D(o), ks = std::to_string(k);
+          if (w.arg >= 0 && in_act[w.arg]) {
+            std::string x = "f." + C(w.arg);
+            std::string over = " OVER (wt " + FrameSql(Transpose(r->frame)) + ")";
+            if (w.fn == "sum")
+              adj[w.arg].push_back("CASE WHEN " + x + " IS NULL THEN NULL ELSE sum(COALESCE(" + d + ", 0::float8))" +
+                                   over + " END");
+            else if (w.fn == "avg")
+              adj[w.arg].push_back("CASE WHEN " + x + " IS NULL THEN NULL ELSE sum(COALESCE(" + d + " / NULLIF(f.n" +
+                                   ks + ", 0), 0::float8))" + over + " END");
+            else if (w.fn == "lag")
+              adj[w.arg].push_back("lead(" + d + ", " + w.offset + ") OVER wp");
+            else if (w.fn == "lead")
+              adj[w.arg].push_back("lag(" + d + ", " + w.offset + ") OVER wp");
+            else if (w.fn == "min" || w.fn == "max") {
+              // Each output's cotangent, shared evenly by the rows of its
+              // frame that attain it.
+              std::string g = "g" + ks;
+              joins += " LEFT JOIN (SELECT t.rid, sum(t.bd / t.cnt) AS g FROM (SELECT k.rid, j.bd, count(*) OVER "
+                       "(PARTITION BY j.rid) AS cnt FROM (SELECT f.*, " + d + " AS bd FROM " + F(r) + " f JOIN " +
+                       B(r) + " b ON b.rid = f.rid WHERE " + d + " IS NOT NULL AND f." + C(o) + " IS NOT NULL) j JOIN " +
+                       F(r) + " k ON k." + C(w.arg) + " = j." + C(o) + " AND " + InFrame(r) + ") t GROUP BY t.rid) " +
+                       g + " ON " + g + ".rid = f.rid";
+              adj[w.arg].push_back(g + ".g");
+            } else {
+              Internal("window call " + w.fn + " carries gradient");
+            }
+          }
+          if (w.dflt >= 0 && in_act[w.dflt])  // the default where the shifted row does not exist
+            adj[w.dflt].push_back("CASE WHEN " + w.fn + "(true, " + w.offset + ", false) OVER wp THEN NULL ELSE " + d +
+                                  " END");
+        }
+        std::vector<std::string> sel{"f.*"};
+        for (const auto &[o, t] : adj) sel.push_back(SumTerms(t) + " AS a" + std::to_string(o));
+        std::string wt = r->frame.mode == FrameMode::Rows                        ? WindowSpec(r, "f.", "pos")
+                         : r->frame.mode == FrameMode::Range && HasOffset(r->frame) ? WindowSpec(r, "f.")
+                                                                                    : WindowSpec(r, "f.", "grp");
+        std::string q = "SELECT " + Join(sel, ", ") + " FROM " + F(r) + " f LEFT JOIN " + b + " b ON b.rid = f.rid" +
+                        joins + " WINDOW wt AS (" + wt + "), wp AS (" + WindowSpec(r, "f.", "pos") + ")";
+        Resolver saved = [&](int side, int col) {
+          return col < 0 ? "q.l" + std::to_string(side - kLeafSide) : "q." + SavedCol(side, col);
+        };
+        Terms terms;
+        for (const auto &[o, t] : adj) {
+          if (!in_act[o]) continue;
+          CheckVolatile(reg.item.cols[o]);
+          Backprop(reg.item.cols[o], "q.a" + std::to_string(o), saved, LeafActivity(reg), terms);
+        }
+        ContributeToLeaves(reg, " FROM (" + q + ") q", terms, [](int k) { return "q.l" + std::to_string(k); },
+                           "m" + std::to_string(id_.at(r)));
         return;
       }
       case RelKind::Aggregate: {

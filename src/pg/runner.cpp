@@ -144,7 +144,7 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
   ctl.entrysize = sizeof(GradEntry);
   ctl.hcxt = owner;
   HTAB *h = hash_create("ddx gradients", (long)Max(SPI_processed, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-  double loss_rows = 0;
+  double loss_rows = 0, tied_rows = 0;
   TupleDesc td = SPI_tuptable->tupdesc;
   for (uint64 i = 0; i < SPI_processed; i++) {
     HeapTuple tup = SPI_tuptable->vals[i];
@@ -159,6 +159,10 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
       loss_rows = g;
       continue;
     }
+    if (pidx == -3) {
+      tied_rows += g;
+      continue;
+    }
     if (n_toid || n_tid || pidx < 0) continue;
     GradKey key;
     memset(&key, 0, sizeof key);
@@ -169,6 +173,13 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
     e->g = g;
   }
   SPI_finish();
+  if (tied_rows > 0)
+    ereport(ERROR, (errcode(ERRCODE_WINDOWING_ERROR), errmsg("a window's ORDER BY does not break ties"),
+                    errdetail("row_number(), lag(), lead() and ROWS frames depend on the order of tied rows, which "
+                              "PostgreSQL leaves unspecified; %.0f rows of the loss's windows are tied.",
+                              tied_rows),
+                    errhint("Add a column that is unique within each partition, such as the primary key, to the "
+                            "window's ORDER BY.")));
   if (loss_rows > 1)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("the loss must be one row and one number"),
                     errdetail("The loss returned %.0f rows.", loss_rows),

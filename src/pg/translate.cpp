@@ -560,9 +560,85 @@ RelP Translator::JoinScalars(RelP rel, const std::vector<SubLink *> &links, cons
   return rel;
 }
 
-// Window aggregates over whole partitions: for every window, the partition's
-// aggregate (GROUP BY the partition keys) joined back to each row on the keys.
-// The reverse rules of aggregates and joins then differentiate them.
+// Windows. A whole-partition aggregate (no ORDER BY, or a frame spanning the
+// partition) becomes the partition's aggregate (GROUP BY the partition keys)
+// joined back to each row on the keys: the reverse rules of aggregates and
+// joins differentiate it, and its backward is a GROUP BY. Every other window
+// (running frames, LAG/LEAD, ranks) becomes a Window relation whose reverse
+// rule (program.cpp) runs windows with transposed frames.
+namespace {
+
+bool WholePartition(const WindowClause *wc) {
+  int o = wc->frameOptions;
+  if (o & (FRAMEOPTION_EXCLUDE_CURRENT_ROW | FRAMEOPTION_EXCLUDE_GROUP | FRAMEOPTION_EXCLUDE_TIES)) return false;
+  if (!(o & FRAMEOPTION_NONDEFAULT)) return wc->orderClause == NIL;  // default frame: all peers
+  if (wc->orderClause == NIL && !(o & FRAMEOPTION_ROWS)) {
+    // RANGE/GROUPS without ORDER BY: every row is a peer of every row, so
+    // only offsets can narrow the frame.
+    return !(o & (FRAMEOPTION_START_OFFSET | FRAMEOPTION_END_OFFSET));
+  }
+  return (o & FRAMEOPTION_START_UNBOUNDED_PRECEDING) && (o & FRAMEOPTION_END_UNBOUNDED_FOLLOWING);
+}
+
+bool IsAggregateName(const std::string &n) {
+  return n == "sum" || n == "avg" || n == "count" || n == "min" || n == "max";
+}
+
+std::string OffsetSql(Node *n) {
+  if (!n) return "";
+  if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
+  if (!IsA(n, Const) || castNode(Const, n)->constisnull)
+    Refuse("window frame offset or shift that is not a constant in the loss");
+  return ConstSql(castNode(Const, n));
+}
+
+Frame TranslateFrame(const WindowClause *wc) {
+  Frame f;
+  int o = wc->frameOptions;
+  if (!(o & FRAMEOPTION_NONDEFAULT)) {
+    f.mode = FrameMode::Range;
+    f.start.kind = BoundKind::UnboundedPreceding;
+    f.end.kind = wc->orderClause == NIL ? BoundKind::UnboundedFollowing : BoundKind::CurrentRow;
+    return f;
+  }
+  f.mode = (o & FRAMEOPTION_ROWS) ? FrameMode::Rows : (o & FRAMEOPTION_GROUPS) ? FrameMode::Groups : FrameMode::Range;
+  auto bound = [&](bool start) {
+    FrameBound b;
+    int up = start ? FRAMEOPTION_START_UNBOUNDED_PRECEDING : FRAMEOPTION_END_UNBOUNDED_PRECEDING;
+    int uf = start ? FRAMEOPTION_START_UNBOUNDED_FOLLOWING : FRAMEOPTION_END_UNBOUNDED_FOLLOWING;
+    int cr = start ? FRAMEOPTION_START_CURRENT_ROW : FRAMEOPTION_END_CURRENT_ROW;
+    int op = start ? FRAMEOPTION_START_OFFSET_PRECEDING : FRAMEOPTION_END_OFFSET_PRECEDING;
+    int of = start ? FRAMEOPTION_START_OFFSET_FOLLOWING : FRAMEOPTION_END_OFFSET_FOLLOWING;
+    Node *off = start ? wc->startOffset : wc->endOffset;
+    if (o & up) b.kind = BoundKind::UnboundedPreceding;
+    else if (o & uf) b.kind = BoundKind::UnboundedFollowing;
+    else if (o & cr) b.kind = BoundKind::CurrentRow;
+    else if (o & op) b.kind = BoundKind::Preceding, b.offset = OffsetSql(off);
+    else if (o & of) b.kind = BoundKind::Following, b.offset = OffsetSql(off);
+    return b;
+  };
+  f.start = bound(true);
+  f.end = bound(false);
+  if (o & FRAMEOPTION_EXCLUDE_CURRENT_ROW) f.exclude = "CURRENT ROW";
+  if (o & FRAMEOPTION_EXCLUDE_GROUP) f.exclude = "GROUP";
+  if (o & FRAMEOPTION_EXCLUDE_TIES) f.exclude = "TIES";
+  return f;
+}
+
+SortKey TranslateSortKey(SortGroupClause *sgc, int col) {
+  SortKey k;
+  k.col = col;
+  k.nulls_first = sgc->nulls_first;
+  Oid opfamily, opcintype;
+  int16 strategy;
+  bool ok = PgCall([&] { return get_ordering_op_properties(sgc->sortop, &opfamily, &opcintype, &strategy); });
+  if (!ok) Refuse("ORDER BY with a non-btree operator in the loss");
+  k.desc = strategy == BTGreaterStrategyNumber;
+  return k;
+}
+
+}  // namespace
+
 RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out) {
   std::vector<WindowFunc *> funcs;
   ListCell *lc;
@@ -570,41 +646,88 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
   foreach (lc, q->windowClause) {
     auto *wc = lfirst_node(WindowClause, lc);
     std::vector<WindowFunc *> mine;
-    for (WindowFunc *f : funcs)
-      if (f->winref == wc->winref) mine.push_back(f);
+    std::vector<FuncInfo> infos;
+    bool all_aggregates = true;
+    for (WindowFunc *f : funcs) {
+      if (f->winref != wc->winref) continue;
+      FuncInfo fi = Func(f->winfnoid);
+      bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
+      bool known = builtin && (f->winagg ? IsAggregateName(fi.name)
+                                         : fi.name == "lag" || fi.name == "lead" || fi.name == "row_number" ||
+                                               fi.name == "rank" || fi.name == "dense_rank");
+      if (!known || f->aggfilter)
+        Refuse("window function " + fi.name + " in the loss",
+               "ddx differentiates sum, avg, count, min and max over a window, lag and lead, and row_number, rank "
+               "and dense_rank as filters.");
+      if (f->winagg && !f->winstar && list_length(f->args) != 1)
+        Refuse("window function " + fi.name + " of several arguments in the loss");
+      all_aggregates = all_aggregates && f->winagg;
+      mine.push_back(f);
+      infos.push_back(fi);
+    }
     if (mine.empty()) continue;
-    if (wc->orderClause != NIL || (wc->frameOptions & FRAMEOPTION_NONDEFAULT))
-      Refuse("window with ORDER BY or a frame in the loss", "Only whole-partition windows are differentiated yet.",
-             "Use OVER (PARTITION BY ...) without ORDER BY, or GROUP BY and a join.");
     std::vector<ExprP> pre;
     ListCell *lk;
     foreach (lk, wc->partitionClause)
       pre.push_back(Expr((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lk), q->targetList), c));
-    RelP agg = NewRel(RelKind::Aggregate);
-    agg->nkeys = static_cast<int>(pre.size());
-    for (const auto &k : pre) agg->cols.push_back(k->type);
-    for (WindowFunc *f : mine) {
-      FuncInfo fi = Func(f->winfnoid);
-      bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
-      if (!f->winagg || f->aggfilter || !builtin ||
-          !(fi.name == "sum" || fi.name == "avg" || fi.name == "count" || fi.name == "min" || fi.name == "max"))
-        Refuse("window function " + fi.name + " in the loss", "Only sum, avg, count, min and max over a window are differentiated yet.");
-      AggCall call;
-      call.fn = fi.name;
-      if (!f->winstar) {
-        if (list_length(f->args) != 1) Refuse("window function " + fi.name + " of several arguments in the loss");
-        call.arg = static_cast<int>(pre.size());
-        pre.push_back(Expr((Node *)linitial(f->args), c));
-      }
-      agg->aggs.push_back(call);
-      agg->cols.push_back(MakeType(f->wintype, -1));
-    }
-    agg->inputs = {MakeProject(rel, pre)};
     int n = static_cast<int>(rel->cols.size());
-    std::vector<ExprP> conds;
-    for (int k = 0; k < agg->nkeys; k++) conds.push_back(NullSafeEquals(pre[k], MakeCol(n + k, 0, agg->cols[k])));
-    for (size_t k = 0; k < mine.size(); k++) out[mine[k]] = n + agg->nkeys + static_cast<int>(k);
-    rel = MakeJoin(rel, agg, JoinKind::Inner, AndAll(conds));
+
+    if (all_aggregates && WholePartition(wc)) {
+      RelP agg = NewRel(RelKind::Aggregate);
+      agg->nkeys = static_cast<int>(pre.size());
+      for (const auto &k : pre) agg->cols.push_back(k->type);
+      for (size_t i = 0; i < mine.size(); i++) {
+        AggCall call;
+        call.fn = infos[i].name;
+        if (!mine[i]->winstar) {
+          call.arg = static_cast<int>(pre.size());
+          pre.push_back(Expr((Node *)linitial(mine[i]->args), c));
+        }
+        agg->aggs.push_back(call);
+        agg->cols.push_back(MakeType(mine[i]->wintype, -1));
+      }
+      agg->inputs = {MakeProject(rel, pre)};
+      std::vector<ExprP> conds;
+      for (int k = 0; k < agg->nkeys; k++) conds.push_back(NullSafeEquals(pre[k], MakeCol(n + k, 0, agg->cols[k])));
+      for (size_t k = 0; k < mine.size(); k++) out[mine[k]] = n + agg->nkeys + static_cast<int>(k);
+      rel = MakeJoin(rel, agg, JoinKind::Inner, AndAll(conds));
+      continue;
+    }
+
+    // A Window relation over rel's columns ++ partition keys ++ order keys ++
+    // arguments.
+    std::vector<ExprP> cols;
+    for (int i = 0; i < n; i++) cols.push_back(MakeCol(i, 0, rel->cols[i]));
+    RelP w = NewRel(RelKind::Window);
+    auto add = [&](const ExprP &e) {
+      cols.push_back(e);
+      return static_cast<int>(cols.size()) - 1;
+    };
+    for (const auto &p : pre) w->partition.push_back(add(p));
+    foreach (lk, wc->orderClause) {
+      auto *sgc = lfirst_node(SortGroupClause, lk);
+      int col = add(Expr((Node *)get_sortgroupclause_expr(sgc, q->targetList), c));
+      w->order.push_back(TranslateSortKey(sgc, col));
+    }
+    w->frame = TranslateFrame(wc);
+    for (size_t i = 0; i < mine.size(); i++) {
+      WindowFunc *f = mine[i];
+      WinCall call;
+      call.fn = infos[i].name;
+      int nargs = list_length(f->args);
+      if (!f->winstar && nargs >= 1) call.arg = add(Expr((Node *)linitial(f->args), c));
+      if (nargs >= 2) call.offset = OffsetSql((Node *)lsecond(f->args));
+      if (nargs >= 3) call.dflt = add(Expr((Node *)lthird(f->args), c));
+      w->wins.push_back(call);
+    }
+    RelP in = MakeProject(rel, cols);
+    w->cols = in->cols;
+    for (WindowFunc *f : mine) {
+      out[f] = static_cast<int>(w->cols.size());
+      w->cols.push_back(MakeType(f->wintype, -1));
+    }
+    w->inputs = {in};
+    rel = w;
   }
   return rel;
 }
@@ -697,10 +820,11 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
       pc.aggrefs = &aggrefs;
       pc.agg_base = agg->nkeys;
       pc.scalars = &post;
-      if (q->hasWindowFuncs)
-        Refuse("window function over a grouped query in the loss", "",
-               "Compute the GROUP BY in a CTE and the window over it.");
       if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
+      // Windows run over the groups, after HAVING.
+      std::map<const WindowFunc *, int> windows;
+      if (q->hasWindowFuncs) rel = JoinWindows(q, rel, pc, windows);
+      pc.windows = &windows;
       for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, pc));
     } else {
       std::map<const WindowFunc *, int> windows;
@@ -735,16 +859,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     l->offset = bound(q->limitOffset);
     foreach (lc, q->sortClause) {
       auto *sgc = lfirst_node(SortGroupClause, lc);
-      TargetEntry *te = get_sortgroupclause_tle(sgc, q->targetList);
-      SortKey k;
-      k.col = te->resno - 1;
-      k.nulls_first = sgc->nulls_first;
-      Oid opfamily, opcintype;
-      int16 strategy;
-      bool ok = PgCall([&] { return get_ordering_op_properties(sgc->sortop, &opfamily, &opcintype, &strategy); });
-      if (!ok) Refuse("ORDER BY with a non-btree operator in the loss");
-      k.desc = strategy == BTGreaterStrategyNumber;
-      l->order.push_back(k);
+      l->order.push_back(TranslateSortKey(sgc, get_sortgroupclause_tle(sgc, q->targetList)->resno - 1));
     }
     rel = l;
   }

@@ -9,7 +9,8 @@ several data modes (plain, ties, a third NULLs, duplicate rows, extreme
 values, thousands of rows), generates a random loss over them (joins on shared
 keys, filters, GROUP BY aggregates, CTEs read once or twice, UNION ALL,
 EXISTS, CASE/GREATEST kinks, softmax by GROUP BY and by windows, window
-aggregates over partitions) and asks for grad('loss', p.val).
+aggregates over partitions, ORDER BY frames (ROWS, RANGE, GROUPS, EXCLUDE), lag/lead,
+top-k by row_number/rank/dense_rank) and asks for grad('loss', p.val).
 
 Allowed outcomes: a correct gradient, or a refusal whose SQLSTATE is outside
 class XX. A crash, an internal error or a wrong number fails the soak.
@@ -110,7 +111,7 @@ def relation(depth):
         t = R.choice(["p", "p", "d"])
         return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
     kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left",
-                     "window", "wsoftmax"])
+                     "window", "wsoftmax", "frame", "shift", "topk"])
     a, pa = relation(depth - 1)
     if kind == "filter":
         cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
@@ -124,6 +125,31 @@ def relation(depth):
         part = R.choice(["PARTITION BY r.g", "PARTITION BY r.k", ""])
         arg = "*" if agg == "count" else scalar("r.v", "r.v")
         return f"SELECT r.k, r.g, {scalar('r.v', f'{agg}({arg}) OVER ({part})')} AS v FROM ({a}) r", pa
+    if kind in ("frame", "shift"):
+        # ORDER BY windows. The rows have no unique column: orders that leave
+        # ties make row_number, lag/lead and ROWS frames refuse (42P20).
+        part = R.choice(["PARTITION BY r.g ", "PARTITION BY r.k ", ""])
+        order = R.choice(["r.k", "r.v DESC", "r.g, r.k NULLS FIRST", "r.k, r.v"])
+        if kind == "shift":
+            fn = R.choice(["lag", "lead"])
+            extra = R.choice(["", ", 2", ", 1, r.v * 0.5", ", 1, 0.25"])
+            w = f"{fn}(r.v{extra}) OVER ({part}ORDER BY {order})"
+        else:
+            agg = R.choice(["sum", "avg", "max", "min", "count"])
+            frames = ["", "", "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW", "ROWS BETWEEN CURRENT ROW AND 2 FOLLOWING",
+                      "GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING",
+                      "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW",
+                      "GROUPS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE GROUP"]
+            if order == "r.k" and agg not in ("max", "min"):
+                frames.append("RANGE BETWEEN 1 PRECEDING AND 2 FOLLOWING")
+            arg = "*" if agg == "count" else scalar("r.v", "r.v")
+            w = f"{agg}({arg}) OVER ({part}ORDER BY {order} {R.choice(frames)})"
+        return f"SELECT r.k, r.g, {scalar('r.v', w)} AS v FROM ({a}) r", pa
+    if kind == "topk":
+        fn = R.choice(["row_number", "rank", "dense_rank"])
+        order = R.choice(["r.v DESC", "r.k, r.v", "r.v NULLS FIRST"])
+        return (f"SELECT q.k, q.g, q.v FROM (SELECT r.k, r.g, r.v, {fn}() OVER (PARTITION BY r.g ORDER BY {order}) "
+                f"AS rn FROM ({a}) r) q WHERE q.rn <= 2"), pa
     if kind == "wsoftmax":
         return (f"SELECT q.k, q.g, q.e / sum(q.e) OVER (PARTITION BY q.g) AS v FROM "
                 f"(SELECT r.k, r.g, exp(r.v - max(r.v) OVER (PARTITION BY r.g)) AS e FROM ({a}) r) q"), pa

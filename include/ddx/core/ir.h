@@ -98,6 +98,7 @@ enum class RelKind {
   UnionAll,   // inputs with the same arity
   Limit,      // ORDER BY order LIMIT limit OFFSET offset
   Scalar,     // exactly one row: the single value of inputs[0] (or NULL)
+  Window,     // input columns ++ one column per window call (wins)
 };
 
 enum class JoinKind { Inner, Left, Full };
@@ -105,6 +106,35 @@ enum class JoinKind { Inner, Left, Full };
 struct AggCall {
   std::string fn;  // sum, avg, count, min, max
   int arg = -1;    // input column, -1 for count(*)
+};
+
+// A window call of a Window relation, over the input's columns.
+//  sum, avg, count, min, max: the aggregate of `arg` (-1: count(*)) over the frame.
+//  lag, lead: `arg` shifted by the constant `offset` rows, `dflt` (-1: NULL) outside.
+//  row_number, rank, dense_rank: ranks; they carry no gradient and may only
+//  be compared (filters: top-k), never used as values.
+struct WinCall {
+  std::string fn;
+  int arg = -1;
+  int dflt = -1;
+  std::string offset = "1";  // lag/lead: SQL integer constant
+};
+
+enum class FrameMode { Rows, Range, Groups };
+enum class BoundKind { UnboundedPreceding, Preceding, CurrentRow, Following, UnboundedFollowing };
+
+struct FrameBound {
+  BoundKind kind = BoundKind::UnboundedPreceding;
+  std::string offset;  // Preceding/Following: SQL constant
+};
+
+// A window frame as SQL spells it: mode, bounds, exclusion ("", "CURRENT
+// ROW", "GROUP", "TIES").
+struct Frame {
+  FrameMode mode = FrameMode::Range;
+  FrameBound start{BoundKind::UnboundedPreceding, ""};
+  FrameBound end{BoundKind::UnboundedFollowing, ""};
+  std::string exclude;
 };
 
 struct SortKey {
@@ -139,9 +169,15 @@ struct Rel {
   bool distinct = false;  // SELECT DISTINCT: keys share gradient with duplicates
   std::vector<AggCall> aggs;
 
-  // Limit
+  // Limit, Window (the window's ORDER BY)
   std::vector<SortKey> order;
   std::string limit, offset;  // SQL, empty when absent
+
+  // Window: PARTITION BY input columns, ORDER BY `order`, one frame for all
+  // aggregate calls.
+  std::vector<int> partition;
+  std::vector<WinCall> wins;
+  Frame frame;
 };
 
 }  // namespace ddx
