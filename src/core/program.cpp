@@ -31,6 +31,12 @@ namespace {
 
 std::string C(int i) { return "c" + std::to_string(i); }
 std::string D(int i) { return "d" + std::to_string(i); }
+// An SQL string literal.
+std::string Quote(const std::string &s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
 std::string Join(const std::vector<std::string> &v, const std::string &sep) {
   std::string s;
   for (size_t i = 0; i < v.size(); i++) s += (i ? sep : "") + v[i];
@@ -207,7 +213,7 @@ class Builder {
   std::string Forward() {
     std::vector<std::string> ctes;
     for (Rel *r : order_)
-      if (mat_.count(r)) EmitForward(r, ctes);
+      if (mat_.count(r) && !direct_.count(r)) EmitForward(r, ctes);
     return Join(ctes, ",\n");
   }
 
@@ -216,7 +222,7 @@ class Builder {
       throw Error(sqlstate::kInvalidParameterValue, "loss must be one row and one numeric column");
     std::vector<std::string> ctes;
     for (Rel *r : order_)
-      if (mat_.count(r)) EmitForward(r, ctes);
+      if (mat_.count(r) && !direct_.count(r)) EmitForward(r, ctes);
     int nforward = static_cast<int>(ctes.size());
     Rel *L = loss_.get();
     if (active_[L][0])
@@ -228,8 +234,11 @@ class Builder {
       if (r->kind == RelKind::Scan) {
         for (int j : bcols_[r])
           if (r->param[j] >= 0)
-            finals.push_back("SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
-                             " AS g FROM " + F(r) + " f JOIN " + B(r) + " b ON b.rid = f.rid");
+            finals.push_back(direct_.count(r)
+                                 ? "SELECT CAST(" + Quote(r->table) + " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
+                                       std::to_string(r->param[j]) + " AS pidx, b." + D(j) + " AS g FROM " + B(r) + " b"
+                                 : "SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
+                                       " AS g FROM " + F(r) + " f JOIN " + B(r) + " b ON b.rid = f.rid");
       } else {
         extra_ctes_ = &ctes;
         ReverseRule(r);
@@ -291,15 +300,21 @@ class Builder {
 
   // Which relations are CTEs; the others are compiled into their readers' regions.
   void DecideMaterialized() {
+    std::set<const Rel *> cte;  // read by name (rid, c<j>), not through a region
     for (Rel *r : order_) {
       if (RowLocal(r)) continue;
       mat_.insert(r);
       // Set operations, LIMIT, scalar subqueries and FULL joins read saved inputs.
       if (r->kind != RelKind::Aggregate && r->kind != RelKind::Window)
-        for (const auto &in : r->inputs) mat_.insert(in.get());
+        for (const auto &in : r->inputs) mat_.insert(in.get()), cte.insert(in.get());
     }
     mat_.insert(loss_.get());
-    for (const Rel *s : sublink_rels_) mat_.insert(const_cast<Rel *>(s));
+    cte.insert(loss_.get());
+    for (const Rel *s : sublink_rels_) mat_.insert(const_cast<Rel *>(s)), cte.insert(s);
+    // Scans that only regions read are read in place: no copy of the table,
+    // the planner sees its statistics, and ctid is the row's rid.
+    for (Rel *r : order_)
+      if (r->kind == RelKind::Scan && r->single && !cte.count(r)) direct_.insert(r);
     // Composition inlines a projection's expressions into every use: keep
     // chains of projections from growing without bound.
     for (Rel *r : order_) {
@@ -497,7 +512,8 @@ class Builder {
       int k = static_cast<int>(reg.leaves.size());
       reg.leaves.push_back(r);
       Item it;
-      it.from = F(r) + " " + reg.Alias(k);
+      it.from = direct_.count(r) ? std::string(r->only ? "ONLY " : "") + r->table + " " + reg.Alias(k)
+                                 : F(r) + " " + reg.Alias(k);
       it.first_leaf = k;
       it.nleaves = 1;
       for (size_t i = 0; i < r->cols.size(); i++) {
@@ -580,9 +596,12 @@ class Builder {
     return c;
   }
 
-  static std::string LeafCol(const Region &reg, int side, int col) {
+  std::string LeafCol(const Region &reg, int side, int col) const {
     if (side < kLeafSide) Internal("column outside a region");
-    return reg.Alias(side - kLeafSide) + (col < 0 ? std::string(".rid") : "." + C(col));
+    int k = side - kLeafSide;
+    const Rel *leaf = reg.leaves.at(k);
+    if (direct_.count(leaf)) return reg.Alias(k) + (col < 0 ? std::string(".ctid") : "." + leaf->names.at(col));
+    return reg.Alias(k) + (col < 0 ? std::string(".rid") : "." + C(col));
   }
 
   std::string Where(const Region &reg, const std::vector<ExprP> &pending) const {
@@ -786,7 +805,7 @@ class Builder {
         Region reg = Compile(r, true);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
         std::vector<std::string> cols{"row_number() OVER () AS rid"};
-        for (size_t k = 0; k < reg.leaves.size(); k++) cols.push_back(reg.Alias(k) + ".rid AS l" + std::to_string(k));
+        for (size_t k = 0; k < reg.leaves.size(); k++) cols.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
         std::set<std::pair<int, int>> used;
         for (const auto &e : reg.item.cols) CollectCols(e, used);
         for (const auto &[side, col] : used)
@@ -805,7 +824,7 @@ class Builder {
         Region reg = Compile(r->inputs[0].get(), false);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
         std::vector<std::string> inner;
-        for (size_t k = 0; k < reg.leaves.size(); k++) inner.push_back(reg.Alias(k) + ".rid AS l" + std::to_string(k));
+        for (size_t k = 0; k < reg.leaves.size(); k++) inner.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
         std::set<std::pair<int, int>> used;
         for (const auto &e : reg.item.cols) CollectCols(e, used);
         for (const auto &[side, col] : used)
@@ -1150,9 +1169,10 @@ class Builder {
         };
         std::vector<std::string> sel;
         for (size_t k = 0; k < reg.leaves.size(); k++) {
-          sel.push_back(reg.Alias(k) + ".rid AS " + reg.Alias(k) + "_rid");
+          int side = kLeafSide + static_cast<int>(k);
+          sel.push_back(LeafCol(reg, side, -1) + " AS " + reg.Alias(k) + "_rid");
           for (size_t j = 0; j < reg.leaves[k]->cols.size(); j++)
-            sel.push_back(reg.Alias(k) + "." + C(j) + " AS " + reg.Alias(k) + "_" + C(j));
+            sel.push_back(LeafCol(reg, side, static_cast<int>(j)) + " AS " + reg.Alias(k) + "_" + C(j));
         }
         for (int k = 0; k < r->nkeys; k++) sel.push_back(Sql(reg.item.cols[k], inside) + " AS k" + std::to_string(k));
         Terms terms;
@@ -1211,6 +1231,7 @@ class Builder {
   int next_id_ = 1;
   std::set<const Rel *> sublink_rels_;
   std::set<const Rel *> mat_;
+  std::set<const Rel *> direct_;  // scans read in place (rid = ctid)
   std::map<const Rel *, std::vector<bool>> active_;
   std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;

@@ -328,6 +328,10 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
   RelP r = NewRel(RelKind::Scan);
   r->table = Qualified(raw.nsp, raw.name);
   r->only = !rte->inh;
+  // A plain table or materialized view without inheritance children is read
+  // in place by the program, its rows identified by ctid alone.
+  r->single = (raw.relkind == RELKIND_RELATION || raw.relkind == RELKIND_MATVIEW) &&
+              (r->only || !PgCall([&] { return has_subclass(rte->relid); }));
   // Every live column, in attribute order (attno_to_col is derived the same way).
   struct Att {
     Oid type;

@@ -2,6 +2,8 @@
 // valid SQL (libpg_query) and for the refusals the core owns.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "ddx/core/program.h"
 #include "sql_parses.h"
 
@@ -293,6 +295,24 @@ TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
   RelP topk = Aggregate(Project(f, {Col(1, kF8)}), 0, {{"sum", 0}}, {kF8});
   Program prog = BuildGradientProgram(topk);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
+}
+
+// A plain table read only by regions is read in place: no copy, ctid as the
+// rid, its OID by name in the result.
+TEST(Program, ScansReadInPlaceUseTheCtid) {
+  RelP loss = LinearLoss();
+  std::function<void(const RelP &)> mark = [&](const RelP &r) {
+    if (r->kind == RelKind::Scan) r->single = true;
+    for (auto &in : r->inputs) mark(in);
+  };
+  mark(loss);
+  Program p = BuildGradientProgram(loss);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.forward_steps, 2);  // the two aggregates
+  EXPECT_EQ(p.sql.find("row_number() OVER () AS rid, t."), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("(public.x a0 JOIN public.w a1"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("a1.ctid AS a1_rid"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("CAST('public.w' AS pg_catalog.regclass)"), std::string::npos) << p.sql;
 }
 
 }  // namespace

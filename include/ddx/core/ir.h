@@ -151,6 +151,7 @@ struct Rel {
   // Scan
   std::string table;               // schema-qualified, quoted
   bool only = false;               // FROM ONLY
+  bool single = false;             // one heap relation: ctid alone identifies a row
   std::vector<std::string> names;  // quoted column names, one per column
   std::vector<int> param;          // per column: parameter index, or -1
 
