@@ -37,6 +37,8 @@ SELECT count(*) AS logged, min(step), max(step) FROM ddx_train_log;
 SELECT (SELECT loss FROM ddx_train_log ORDER BY step LIMIT 1) > 0.1 AS started_high,
        (SELECT loss FROM ddx_train_log WHERE loss IS NOT NULL ORDER BY step DESC LIMIT 1) < 1e-12 AS ended_low;
 SELECT f, round(val::numeric, 6) AS weight FROM w ORDER BY f;
+-- the state table leaves room on each page, so that its per-step UPDATE is HOT
+SELECT reloptions FROM pg_class WHERE oid = 'w_sgd'::regclass;
 -- errors
 CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', optimizer => 'lbfgs');
 \echo :LAST_ERROR_SQLSTATE
