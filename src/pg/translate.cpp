@@ -81,6 +81,7 @@ struct FuncInfo {
   std::string internal;   // prosrc of a pg_catalog internal function, else ""
   bool is_volatile = false;
   bool retset = false;
+  bool strict = false;
 };
 
 FuncInfo Func(Oid funcid) {
@@ -91,9 +92,10 @@ FuncInfo Func(Oid funcid) {
     char *internal;
     char vol;
     bool retset;
+    bool strict;
   };
   Raw raw = PgCall([&] {
-    Raw r{nullptr, nullptr, nullptr, 'v', false};
+    Raw r{nullptr, nullptr, nullptr, 'v', false, false};
     HeapTuple tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
     if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for function %u", funcid);
     Form_pg_proc p = (Form_pg_proc)GETSTRUCT(tp);
@@ -101,6 +103,7 @@ FuncInfo Func(Oid funcid) {
     r.qualified = quote_qualified_identifier(get_namespace_name(p->pronamespace), NameStr(p->proname));
     r.vol = p->provolatile;
     r.retset = p->proretset;
+    r.strict = p->proisstrict;
     if (p->pronamespace == PG_CATALOG_NAMESPACE && p->prolang == INTERNALlanguageId) {
       bool isnull;
       Datum src = SysCacheGetAttr(PROCOID, tp, Anum_pg_proc_prosrc, &isnull);
@@ -114,6 +117,7 @@ FuncInfo Func(Oid funcid) {
   fi.internal = Str(raw.internal);
   fi.is_volatile = raw.vol == PROVOLATILE_VOLATILE;
   fi.retset = raw.retset;
+  fi.strict = raw.strict;
   return fi;
 }
 
@@ -338,6 +342,7 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
     int32 typmod;
     char *name;
     bool dropped;
+    bool notnull;
   };
   int natts = PgCall([&] { return RelNatts(rte->relid); });
   std::vector<bool> matches(params_.size());
@@ -345,11 +350,11 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
   attno_to_col->assign(natts + 1, -1);
   for (int a = 1; a <= natts; a++) {
     Att att = PgCall([&] {
-      Att x{InvalidOid, -1, nullptr, true};
+      Att x{InvalidOid, -1, nullptr, true, false};
       HeapTuple tp = SearchSysCache2(ATTNUM, ObjectIdGetDatum(rte->relid), Int16GetDatum(a));
       if (HeapTupleIsValid(tp)) {
         Form_pg_attribute at = (Form_pg_attribute)GETSTRUCT(tp);
-        x = Att{at->atttypid, at->atttypmod, pstrdup(NameStr(at->attname)), at->attisdropped};
+        x = Att{at->atttypid, at->atttypmod, pstrdup(NameStr(at->attname)), at->attisdropped, at->attnotnull};
         ReleaseSysCache(tp);
       }
       return x;
@@ -358,6 +363,7 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
     (*attno_to_col)[a] = static_cast<int>(r->names.size());
     r->names.push_back(Str(PgCall([&] { return quote_identifier(att.name); })));
     r->cols.push_back(MakeType(att.type, att.typmod));
+    r->notnull.push_back(att.notnull);
     int param = -1;
     for (size_t p = 0; p < params_.size(); p++)
       if (matches[p] && params_[p].attname == Str(att.name)) param = static_cast<int>(p);
@@ -1038,7 +1044,9 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       if (*rule && t.differentiable) return MakeCall(rule, args, t);
       std::string op = OperatorSql(o->opno);
       std::string tmpl = args.size() == 1 ? "(" + op + " $1)" : "($1 " + op + " $2)";
-      return MakeOpaque(tmpl, fi.name, args, t, fi.is_volatile);
+      auto e = MakeOpaque(tmpl, fi.name, args, t, fi.is_volatile);
+      std::const_pointer_cast<ddx::Expr>(e)->strict = fi.strict;
+      return e;
     }
     case T_ScalarArrayOpExpr: {
       auto *o = castNode(ScalarArrayOpExpr, n);

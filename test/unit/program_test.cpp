@@ -315,5 +315,24 @@ TEST(Program, ScansReadInPlaceUseTheCtid) {
   EXPECT_NE(p.sql.find("CAST('public.w' AS pg_catalog.regclass)"), std::string::npos) << p.sql;
 }
 
+// An aggregate's backward pairs rows with their group by the group keys:
+// NULL-safely in general, by plain equality where the key cannot be NULL
+// (a NOT NULL column, or one a join compared with a strict operator).
+TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
+  RelP loss = LinearLoss();
+  Program p = BuildGradientProgram(loss);
+  EXPECT_NE(p.sql.find("IS NULL) = ((a.c0) IS NULL)"), std::string::npos) << p.sql;
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+  x->notnull = {true, false, false};
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP pred = Aggregate(Project(j, {Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
+  RelP l2 = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  p = BuildGradientProgram(l2);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("ON r.k0 = a.c0"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("IS NULL) = ((a.c0) IS NULL)"), std::string::npos) << p.sql;
+}
+
 }  // namespace
 }  // namespace ddx

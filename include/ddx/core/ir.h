@@ -82,6 +82,7 @@ struct Expr {
   std::string name;
   std::vector<ExprP> args;
   bool is_volatile = false;
+  bool strict = false;  // Opaque: NULL whenever an argument is NULL
   RelP sub;
   SublinkKind sublink = SublinkKind::Exists;
   ExprP test, corr;
@@ -154,6 +155,7 @@ struct Rel {
   bool single = false;             // one heap relation: ctid alone identifies a row
   std::vector<std::string> names;  // quoted column names, one per column
   std::vector<int> param;          // per column: parameter index, or -1
+  std::vector<bool> notnull;       // per column: declared NOT NULL
 
   // Values
   std::vector<std::vector<ExprP>> rows;
