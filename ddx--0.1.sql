@@ -402,6 +402,7 @@ DECLARE
   old_jit text := current_setting('jit');
   old_nl text := current_setting('enable_nestloop');
   old_mj text := current_setting('enable_mergejoin');
+  old_sort text := current_setting('enable_sort');
   aplan jsonb;
 BEGIN
   EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
@@ -417,11 +418,13 @@ BEGIN
       PERFORM set_config('jit', 'off', true);
       PERFORM set_config('enable_nestloop', 'off', true);
       PERFORM set_config('enable_mergejoin', 'off', true);
+      PERFORM set_config('enable_sort', 'off', true);
       EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || prog INTO aplan;
       PERFORM set_config('search_path', old_path, true);
       PERFORM set_config('jit', old_jit, true);
       PERFORM set_config('enable_nestloop', old_nl, true);
       PERFORM set_config('enable_mergejoin', old_mj, true);
+      PERFORM set_config('enable_sort', old_sort, true);
     END IF;
     FOR i IN 1 .. array_length(parts, 1) LOOP
       program := p;

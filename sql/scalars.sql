@@ -42,3 +42,10 @@ WITH loss AS (SELECT asin(val) AS l FROM z) SELECT grad('loss', val) FROM z;    
 -- log is base 10, ln natural
 UPDATE z SET val = 10;
 WITH loss AS (SELECT log(val) + ln(val) AS l FROM z) SELECT round(grad('loss', val)::numeric, 15) AS g, round((1 / (10 * ln(10)) + 0.1)::numeric, 15) AS closed FROM z;
+-- a CASE branch is differentiated only where the forward took it: sqrt of the
+-- negative values the other branch handles is never evaluated (this failed
+-- with "cannot take square root of a negative number" before)
+CREATE TABLE c (val float8);
+INSERT INTO c VALUES (4), (-1), (0.25), (-9);
+WITH loss AS (SELECT sum(CASE WHEN val > 0 THEN sqrt(val) ELSE 2 * val END) AS l FROM c)
+SELECT val, grad('loss', val), CASE WHEN val > 0 THEN 0.5 / sqrt(val) ELSE 2 END AS closed FROM c ORDER BY val;

@@ -753,9 +753,137 @@ class Builder {
     return t.sql == "pg_catalog.float8" ? sql : "(" + sql + ")::float8";
   }
 
-  // Accumulates into terms[(side, col)] the contributions of adj · ∂e/∂column.
-  void Backprop(const ExprP &e, const std::string &adj, const Resolver &res, const ActiveFn &act,
-                Terms &terms) const {
+  // The forward values a reverse rule reads, each computed once per row.
+  // PostgreSQL evaluates an expression as often as it is written (it does not
+  // eliminate common subexpressions): attention's backward wrote exp(s - m)
+  // eight times per row of its 526k-row pass. Each value becomes a column
+  // v<N> of a layer (SELECT alias.*, ... FROM (inner) alias OFFSET 0) around
+  // the relation the rule reads, one past its deepest argument's layer;
+  // OFFSET 0 keeps the planner from pulling the layers up (and the
+  // expressions back in). Values under a CASE branch are computed only
+  // where that branch is taken (NULL elsewhere, where the branch's adjoint
+  // is zero), as the forward computed them: a branch may fail elsewhere
+  // (sqrt of a negative number).
+  class Lets {
+   public:
+    Lets(const Builder &b, std::string alias, Resolver base) : b_(b), alias_(std::move(alias)), base_(std::move(base)) {}
+
+    std::string Value(const ExprP &e, const std::string &guard) {
+      switch (e->kind) {
+        case ExprKind::Col:
+          return base_(e->side, e->col);
+        case ExprKind::Const:
+          return e->text;
+        case ExprKind::Opaque:
+        case ExprKind::Sublink:
+          return Name(b_.Sql(e, Raw()), 1, guard);
+        case ExprKind::Call: {
+          if (!ReadsColumns(e)) return b_.Sql(e, Raw());  // PostgreSQL folds constants
+          auto c = std::make_shared<Expr>(*e);
+          int depth = 0;
+          for (auto &a : c->args) a = Placeholder(Value(a, guard), a->type, depth);
+          std::string sql = b_.Sql(c, Raw());
+          if (Cheap(e->text)) {  // written out where used: a column costs more
+            depth_[sql] = depth;
+            return sql;
+          }
+          return Name(sql, depth + 1, guard);
+        }
+        case ExprKind::Case: {
+          auto c = std::make_shared<Expr>(*e);
+          int depth = 0;
+          std::string not_before;  // earlier conditions were not true
+          size_t nb = e->args.size() / 2;
+          for (size_t k = 0; k < nb; k++) {
+            std::string g = And(guard, not_before);
+            std::string cond = Value(e->args[2 * k], g);
+            c->args[2 * k] = Placeholder(cond, e->args[2 * k]->type, depth);
+            c->args[2 * k + 1] = Placeholder(Value(e->args[2 * k + 1], And(g, "(" + cond + ") IS TRUE")),
+                                             e->args[2 * k + 1]->type, depth);
+            not_before = And(not_before, "(" + cond + ") IS NOT TRUE");
+          }
+          c->args.back() = Placeholder(Value(e->args.back(), And(guard, not_before)), e->args.back()->type, depth);
+          return Name(b_.Sql(c, Raw()), depth + 1, guard);
+        }
+      }
+      Internal("unknown expression");
+    }
+
+    // The guard of branch k of CASE e (under `guard`): where the forward took it.
+    std::string Branch(const ExprP &e, size_t k, const std::string &guard) {
+      size_t nb = e->args.size() / 2;
+      std::string g = guard;
+      for (size_t m = 0; m < nb && m <= k; m++) {
+        std::string cond = Value(e->args[2 * m], g);
+        g = And(g, "(" + cond + (m == k ? ") IS TRUE" : ") IS NOT TRUE"));
+      }
+      return g;
+    }
+
+    // inner (a relation's SQL) wrapped in the layers, aliased `alias`.
+    std::string Wrap(const std::string &inner) const {
+      std::string sql = inner;
+      for (const auto &layer : layers_) {
+        if (layer.empty()) continue;
+        sql = "(SELECT " + alias_ + ".*, " + Join(layer, ", ") + " FROM " + sql + " " + alias_ + " OFFSET 0)";
+      }
+      return sql + " " + alias_;
+    }
+
+   private:
+    static bool Cheap(const std::string &rule) {
+      static const std::set<std::string> kCheap{"add", "sub", "mul", "neg", "pos", "cast", "abs", "greatest", "least",
+                                                "stop_gradient"};
+      return kCheap.count(rule) > 0;
+    }
+    static bool ReadsColumns(const ExprP &e) {
+      if (!e) return false;
+      if (e->kind == ExprKind::Col || e->kind == ExprKind::Sublink) return true;
+      for (const auto &a : e->args)
+        if (ReadsColumns(a)) return true;
+      return false;
+    }
+    static std::string And(const std::string &a, const std::string &b) {
+      return a.empty() ? b : b.empty() ? a : a + " AND " + b;
+    }
+    Resolver Raw() const { return base_; }
+    ExprP Placeholder(const std::string &sql, const Type &t, int &depth) const {
+      auto it = depth_.find(sql);
+      if (it != depth_.end()) depth = std::max(depth, it->second);
+      auto c = std::make_shared<Expr>();
+      c->kind = ExprKind::Const;
+      c->type = t;
+      c->text = sql;
+      return c;
+    }
+    std::string Name(const std::string &def, int depth, const std::string &guard) {
+      std::string full = guard.empty() ? def : "CASE WHEN " + guard + " THEN " + def + " END";
+      auto it = names_.find(full);
+      if (it != names_.end()) return it->second;
+      // a guard reads values too: the layer must follow theirs
+      for (const auto &[n, d] : depth_)
+        if (d >= depth && guard.find(n) != std::string::npos) depth = d + 1;
+      std::string v = "v" + std::to_string(names_.size());
+      if (static_cast<int>(layers_.size()) < depth) layers_.resize(depth);
+      layers_[depth - 1].push_back(full + " AS " + v);
+      std::string name = alias_ + "." + v;
+      names_[full] = name;
+      depth_[name] = depth;
+      return name;
+    }
+
+    const Builder &b_;
+    std::string alias_;
+    Resolver base_;
+    std::map<std::string, std::string> names_;
+    std::map<std::string, int> depth_;
+    std::vector<std::vector<std::string>> layers_;
+  };
+
+  // Accumulates into terms[(side, col)] the contributions of adj · ∂e/∂column,
+  // reading forward values through `lets` (under `guard`: see Lets).
+  void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn &act, Terms &terms,
+                const std::string &guard = "") const {
     if (!IsActive(e, act)) return;
     switch (e->kind) {
       case ExprKind::Col:
@@ -769,13 +897,13 @@ class Builder {
         if (!rule) Internal("no rule " + e->text);
         if (!rule->partial) return;
         std::vector<std::string> a;
-        for (const auto &x : e->args) a.push_back(F8(Sql(x, res), x->type));
-        std::string y = F8(Sql(e, res), e->type);
+        for (const auto &x : e->args) a.push_back(F8(lets.Value(x, guard), x->type));
+        std::string y = F8(lets.Value(e, guard), e->type);
         for (size_t i = 0; i < e->args.size(); i++) {
           if (!IsActive(e->args[i], act)) continue;
           std::string p = rule->partial(i, a, y);
           std::string next = p == "1" ? adj : p == "-1" ? "(- " + adj + ")" : "(" + adj + " * " + p + ")";
-          Backprop(e->args[i], next, res, act, terms);
+          Backprop(e->args[i], next, lets, act, terms, guard);
         }
         return;
       }
@@ -784,11 +912,8 @@ class Builder {
         for (size_t k = 0; k <= nb; k++) {
           const ExprP &v = k < nb ? e->args[2 * k + 1] : e->args.back();
           if (!IsActive(v, act)) continue;
-          std::string s = "(CASE";
-          for (size_t m = 0; m < nb; m++)
-            s += " WHEN " + Sql(e->args[2 * m], res) + " THEN " + (m == k ? adj : "0::float8");
-          s += " ELSE " + std::string(k == nb ? adj : "0::float8") + " END)";
-          Backprop(v, s, res, act, terms);
+          std::string g = lets.Branch(e, k, guard);
+          Backprop(v, "(CASE WHEN " + g + " THEN " + adj + " ELSE 0::float8 END)", lets, act, terms, g);
         }
         return;
       }
@@ -1154,11 +1279,12 @@ class Builder {
           return col < 0 ? "f.l" + std::to_string(side - kLeafSide) : "f." + SavedCol(side, col);
         };
         Terms terms;
+        Lets lets(*this, "f", saved);
         for (int o : bc) {
           CheckVolatile(reg.item.cols[o]);
-          Backprop(reg.item.cols[o], "b." + D(o), saved, LeafActivity(reg), terms);
+          Backprop(reg.item.cols[o], "b." + D(o), lets, LeafActivity(reg), terms);
         }
-        ContributeToLeaves(reg, " FROM " + F(r) + " f JOIN " + b + " b ON b.rid = f.rid", terms,
+        ContributeToLeaves(reg, " FROM " + lets.Wrap(F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
                            [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(id_.at(r)));
         return;
       }
@@ -1221,12 +1347,13 @@ class Builder {
           return col < 0 ? "q.l" + std::to_string(side - kLeafSide) : "q." + SavedCol(side, col);
         };
         Terms terms;
+        Lets lets(*this, "q", saved);
         for (const auto &[o, t] : adj) {
           if (!in_act[o]) continue;
           CheckVolatile(reg.item.cols[o]);
-          Backprop(reg.item.cols[o], "q.a" + std::to_string(o), saved, LeafActivity(reg), terms);
+          Backprop(reg.item.cols[o], "q.a" + std::to_string(o), lets, LeafActivity(reg), terms);
         }
-        ContributeToLeaves(reg, " FROM (" + q + ") q", terms, [](int k) { return "q.l" + std::to_string(k); },
+        ContributeToLeaves(reg, " FROM " + lets.Wrap("(" + q + ")"), terms, [](int k) { return "q.l" + std::to_string(k); },
                            "m" + std::to_string(id_.at(r)));
         return;
       }
@@ -1241,24 +1368,33 @@ class Builder {
         Resolver res = [&](int side, int col) {
           return "r." + reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
         };
+        // The region's rows carry the leaf rids, the leaf columns the keys and
+        // the differentiated arguments read, and the keys.
+        std::set<std::pair<int, int>> used;
+        for (int o : bc) CollectCols(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg], used);
         std::vector<std::string> sel;
-        for (size_t k = 0; k < reg.leaves.size(); k++) {
-          int side = kLeafSide + static_cast<int>(k);
-          sel.push_back(LeafCol(reg, side, -1) + " AS " + reg.Alias(k) + "_rid");
-          for (size_t j = 0; j < reg.leaves[k]->cols.size(); j++)
-            sel.push_back(LeafCol(reg, side, static_cast<int>(j)) + " AS " + reg.Alias(k) + "_" + C(j));
-        }
+        for (size_t k = 0; k < reg.leaves.size(); k++)
+          sel.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
+        for (const auto &[side, col] : used)
+          if (col >= 0) sel.push_back(LeafCol(reg, side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
         for (int k = 0; k < r->nkeys; k++) sel.push_back(Sql(reg.item.cols[k], inside) + " AS k" + std::to_string(k));
+        // Each group's saved row and its cotangent, joined first (a few rows
+        // per group), so that the region's rows are probed once.
+        std::vector<std::string> ab{"a.*"};
+        for (int o : bc) ab.push_back("b." + D(o) + " AS b" + D(o));
+        std::string grp =
+            "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + b + " b ON b.rid = a.rid OFFSET 0) a";
+        Lets lets(*this, "r", res);
         Terms terms;
         for (int o : bc) {
-          std::string d = "b." + D(o);
+          std::string d = "a.b" + D(o);
           if (o < r->nkeys) {
             if (!r->distinct)
               throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
                           "A group key carries gradient, but grouping by a value has no derivative.",
                           "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
             CheckVolatile(reg.item.cols[o]);
-            Backprop(reg.item.cols[o], "(" + d + " / count(*) OVER (PARTITION BY a.rid))", res, LeafActivity(reg),
+            Backprop(reg.item.cols[o], "(" + d + " / count(*) OVER (PARTITION BY a.rid))", lets, LeafActivity(reg),
                      terms);
             continue;
           }
@@ -1266,7 +1402,7 @@ class Builder {
           const AggCall &ag = r->aggs[k];
           const ExprP &arg = reg.item.cols[ag.arg];
           CheckVolatile(arg);
-          std::string x = Sql(arg, res), y = "a." + C(o), adj;
+          std::string x = lets.Value(arg, ""), y = "a." + C(o), adj;
           if (ag.fn == "sum")
             adj = "(CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + d + " END)";
           else if (ag.fn == "avg")
@@ -1279,12 +1415,12 @@ class Builder {
             throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
                         "Gradient reaches an aggregate that ddx does not differentiate.",
                         "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
-          Backprop(arg, adj, res, LeafActivity(reg), terms);
+          Backprop(arg, adj, lets, LeafActivity(reg), terms);
         }
-        std::string source = " FROM (SELECT " + Join(sel, ", ") + " FROM " + reg.item.from +
-                             Where(reg, reg.item.pending) + " OFFSET 0) r";
+        std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + reg.item.from +
+                                                  Where(reg, reg.item.pending) + " OFFSET 0)");
         if (r->nkeys == 0) {
-          source += " CROSS JOIN " + F(r) + " a";
+          source += " CROSS JOIN " + grp;
         } else {
           std::vector<std::string> on;
           const std::vector<bool> &nn = notnull_.at(r->inputs[0].get());
@@ -1292,9 +1428,8 @@ class Builder {
             std::string rk = "r.k" + std::to_string(k), ak = "a." + C(k);
             on.push_back(nn[k] ? rk + " = " + ak : NullSafeEq(rk, ak, r->cols[k].sql));
           }
-          source += " JOIN " + F(r) + " a ON " + Join(on, " AND ");
+          source += " JOIN " + grp + " ON " + Join(on, " AND ");
         }
-        source += " JOIN " + b + " b ON b.rid = a.rid";
         ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
                            "m" + std::to_string(id_.at(r)));
         return;
