@@ -412,7 +412,7 @@ BEGIN
            regexp_matches(o.v #>> '{}', 'ddx_grad_at\(''((?:[^'']|'''')*)''::text', 'g') m
   LOOP
     p := p + 1;
-    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9]+ AS MATERIALIZED)');
+    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS MATERIALIZED)');
     IF run_analyze THEN
       PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
       PERFORM set_config('jit', 'off', true);

@@ -42,8 +42,10 @@ def program_stats(grad_sql):
                        capture_output=True, text=True)
     m = re.search(r"ddx_grad_at\('(.*?)'::text, \d", r.stdout, re.S)
     prog = m.group(1).replace("''", "'")
-    steps = len(re.findall(r"\b[fgbm]\d+ AS MATERIALIZED", prog))
-    plan = tm.psql("SET search_path = pg_catalog, pg_temp; SET jit = off; EXPLAIN (ANALYZE, FORMAT JSON) " + prog + ";",
+    steps = len(re.findall(r"\b[fgbm][\d_]+ AS MATERIALIZED", prog))
+    # the settings the runner (src/pg/runner.cpp) gives a program
+    plan = tm.psql("SET search_path = pg_catalog, pg_temp; SET jit = off; SET enable_nestloop = off; "
+                   "SET enable_mergejoin = off; SET enable_sort = off; EXPLAIN (ANALYZE, FORMAT JSON) " + prog + ";",
                    db=DB)
     tree = json.loads("\n".join("|".join(row) for row in plan))[0]["Plan"]
     largest = 0
@@ -138,6 +140,10 @@ def main():
         return {"w": w.grad.numpy()}
 
     workload("matmul 10000x16 . 16x8, sum tanh^2 (w)", MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
+    # the same with primary keys: the group keys are known not to be NULL, so
+    # the backward pairs rows with their groups by plain equality
+    tm.psql("ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE w ADD PRIMARY KEY (i, j); ANALYZE;", db=DB)
+    workload("  the same, x and w with primary keys", MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
 
     X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
     tm.psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) +
