@@ -118,6 +118,7 @@ struct Item {
 struct Region {
   std::vector<const Rel *> leaves;
   Item item;
+  std::vector<ExprP> conds;  // join and filter conditions, over leaf space
   std::string Alias(int k) const { return "a" + std::to_string(k); }
 };
 
@@ -611,6 +612,7 @@ class Builder {
       case RelKind::Filter: {
         Item it = CompileItem(r->inputs[0].get(), false, reg);
         it.pending.push_back(Substitute(r->cond, it.cols));
+        reg.conds.push_back(it.pending.back());
         return it;
       }
       case RelKind::Join: {
@@ -641,6 +643,8 @@ class Builder {
         it.cols.insert(it.cols.end(), rcols.begin(), rcols.end());
         std::vector<ExprP> on;
         if (r->cond) on.push_back(Substitute(r->cond, it.cols));
+        // (A LEFT join's ON does not hold for its unmatched rows.)
+        if (r->cond && r->join == JoinKind::Inner) reg.conds.push_back(on.back());
         if (r->join == JoinKind::Inner) {
           on.insert(on.end(), l.pending.begin(), l.pending.end());
           on.insert(on.end(), rr.pending.begin(), rr.pending.end());
@@ -783,7 +787,7 @@ class Builder {
           int depth = 0;
           for (auto &a : c->args) a = Placeholder(Value(a, guard), a->type, depth);
           std::string sql = b_.Sql(c, Raw());
-          if (Cheap(e->text)) {  // written out where used: a column costs more
+          if (Cheap(e->text) || (e->text == "div" && !ReadsColumns(e->args[1]))) {  // written out where used
             depth_[sql] = depth;
             return sql;
           }
@@ -880,10 +884,37 @@ class Builder {
     std::vector<std::vector<std::string>> layers_;
   };
 
+  // A factor whose chain rule is applied after summing: in a product x · y
+  // over a region whose leaves x and y read are disjoint, x's adjoint adj · y
+  // is first summed by the rids of x's leaves (one row per distinct x), and x
+  // is differentiated at that grain. Attention's p · v: the chain through
+  // p = exp(s - m) / z runs over the (i, j) pairs, not the (i, j, c) rows.
+  struct Deferred {
+    ExprP expr;
+    std::string adj;
+    std::set<int> leaves;  // sides
+  };
+
+  static std::set<int> LeafSides(const ExprP &e) {
+    std::set<std::pair<int, int>> cols;
+    CollectCols(e, cols);
+    std::set<int> sides;
+    for (const auto &c : cols) sides.insert(c.first);
+    return sides;
+  }
+  static bool HasSublink(const ExprP &e) {
+    if (!e) return false;
+    if (e->kind == ExprKind::Sublink) return true;
+    for (const auto &a : e->args)
+      if (HasSublink(a)) return true;
+    return false;
+  }
+
   // Accumulates into terms[(side, col)] the contributions of adj · ∂e/∂column,
-  // reading forward values through `lets` (under `guard`: see Lets).
+  // reading forward values through `lets` (under `guard`: see Lets). With
+  // `defer`, factors of products are deferred (see Deferred).
   void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn &act, Terms &terms,
-                const std::string &guard = "") const {
+                const std::string &guard = "", std::vector<Deferred> *defer = nullptr) const {
     if (!IsActive(e, act)) return;
     switch (e->kind) {
       case ExprKind::Col:
@@ -903,7 +934,11 @@ class Builder {
           if (!IsActive(e->args[i], act)) continue;
           std::string p = rule->partial(i, a, y);
           std::string next = p == "1" ? adj : p == "-1" ? "(- " + adj + ")" : "(" + adj + " * " + p + ")";
-          Backprop(e->args[i], next, lets, act, terms, guard);
+          if (defer && guard.empty() && e->text == "mul" && Deferrable(e, i, *defer)) {
+            defer->push_back({e->args[i], next, LeafSides(e->args[i])});
+            continue;
+          }
+          Backprop(e->args[i], next, lets, act, terms, guard, defer);
         }
         return;
       }
@@ -913,7 +948,7 @@ class Builder {
           const ExprP &v = k < nb ? e->args[2 * k + 1] : e->args.back();
           if (!IsActive(v, act)) continue;
           std::string g = lets.Branch(e, k, guard);
-          Backprop(v, "(CASE WHEN " + g + " THEN " + adj + " ELSE 0::float8 END)", lets, act, terms, g);
+          Backprop(v, "(CASE WHEN " + g + " THEN " + adj + " ELSE 0::float8 END)", lets, act, terms, g, defer);
         }
         return;
       }
@@ -923,6 +958,72 @@ class Builder {
                     "Wrap the argument in stop_gradient(...) if it is meant to be constant, or rewrite it with "
                     "operations that ddx differentiates.");
     }
+  }
+
+  // The leaves of `sides` whose rids determine the others' in every row of
+  // the region: a saved aggregate joined (inner or left) on all its group
+  // keys to values of other leaves of the set has at most one matching row.
+  static std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
+    std::vector<std::pair<ExprP, ExprP>> eqs;  // top-level equalities
+    std::function<void(const ExprP &)> conj = [&](const ExprP &e) {
+      if (!e || e->kind != ExprKind::Opaque) return;
+      if (e->name == "AND") {
+        for (const auto &a : e->args) conj(a);
+      } else if ((e->name == "=" || e->text == "($1 OPERATOR(pg_catalog.=) $2)") && e->args.size() == 2) {
+        eqs.push_back({e->args[0], e->args[1]});
+        eqs.push_back({e->args[1], e->args[0]});
+      }
+    };
+    for (const auto &c : reg.conds) conj(c);
+    std::set<int> roots = sides;
+    for (int l : sides) {
+      const Rel *leaf = reg.leaves.at(l - kLeafSide);
+      if (leaf->kind != RelKind::Aggregate || (leaf->nkeys == 0 && !leaf->distinct)) continue;
+      std::set<int> rest = roots;
+      rest.erase(l);
+      bool all = true;
+      for (int j = 0; j < leaf->nkeys && all; j++) {
+        bool found = false;
+        for (const auto &[a, b] : eqs) {
+          if (a->kind != ExprKind::Col || a->side != l || a->col != j) continue;
+          std::set<int> ls = LeafSides(b);
+          bool inside = !ls.empty();
+          for (int x : ls) inside = inside && rest.count(x);
+          if (inside) found = true;
+        }
+        all = found;
+      }
+      if (all) roots.erase(l);
+    }
+    return roots;
+  }
+
+  static bool MinAble(const ExprP &e) {
+    if (!e) return true;
+    if (e->kind == ExprKind::Col) {
+      static const std::set<std::string> kOk{"pg_catalog.float8", "pg_catalog.float4", "pg_catalog.int4",
+                                            "pg_catalog.int8", "pg_catalog.int2", "numeric", "pg_catalog.numeric",
+                                            "integer", "bigint", "smallint", "text", "pg_catalog.text"};
+      return kOk.count(e->type.sql) > 0;
+    }
+    for (const auto &a : e->args)
+      if (!MinAble(a)) return false;
+    return true;
+  }
+
+  // Factor i of product e may be deferred: it is computed (not a bare
+  // column), its leaves and the other factor's are disjoint, and no other
+  // deferred factor has the same leaves (each gets its own grouping set).
+  static bool Deferrable(const ExprP &e, size_t i, const std::vector<Deferred> &done) {
+    const ExprP &x = e->args[i], &y = e->args[1 - i];
+    if (x->kind == ExprKind::Col || HasSublink(x) || HasSublink(y) || !MinAble(x)) return false;
+    std::set<int> lx = LeafSides(x), ly = LeafSides(y);
+    if (lx.empty() || ly.empty()) return false;
+    for (int l : lx)
+      if (ly.count(l)) return false;
+    for (const auto &d : done)
+      if (d.leaves == lx) return false;
+    return true;
   }
 
   static void CheckVolatile(const ExprP &e) {
@@ -1169,10 +1270,11 @@ class Builder {
   // Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
   // leaves (and whatever the caller joined), terms are per leaf column.
   void ContributeToLeaves(const Region &reg, const std::string &source, const Terms &terms,
-                          const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name) {
+                          const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
+                          const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr) {
     std::map<int, std::map<int, std::string>> per_leaf;  // leaf -> col -> summed term
     for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
-    if (per_leaf.size() < 2) {
+    if (per_leaf.size() < 2 && deferred.empty()) {
       for (const auto &[k, cols] : per_leaf) {
         std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
         std::set<int> cs;
@@ -1190,26 +1292,80 @@ class Builder {
     }
     // Several leaves: one pass over the region, summed by each leaf's rid at
     // once with GROUPING SETS, instead of recomputing the region per leaf.
-    std::vector<std::string> inner, outer, rids, sets;
+    // A deferred factor's set groups by the rids of its leaves and the leaf
+    // columns it reads (which those rids determine).
+    std::vector<std::string> inner, outer, keys, sets;
+    std::set<std::string> have;
+    auto key = [&](const std::string &sql, const std::string &name) {
+      if (!have.insert(name).second) return;
+      inner.push_back(sql + " AS " + name);
+      outer.push_back("q." + name);
+      keys.push_back(name);
+    };
+    std::vector<std::vector<std::string>> set_cols;
     for (const auto &[k, cols] : per_leaf) {
       std::string rk = "r" + std::to_string(k);
-      inner.push_back(leaf_rid(k) + " AS " + rk);
-      rids.push_back("q." + rk);
-      sets.push_back("(q." + rk + ")");
-      outer.push_back("q." + rk);
+      key(leaf_rid(k), rk);
+      set_cols.push_back({rk});
       for (const auto &[col, sum] : cols) {
         std::string t = "t" + std::to_string(k) + "_" + std::to_string(col);
         inner.push_back(sum + " AS " + t);
         outer.push_back("sum(q." + t + ") AS " + t);
       }
     }
-    outer.insert(outer.begin(), "GROUPING(" + Join(rids, ", ") + ") AS gs");
+    std::vector<std::set<int>> roots;
+    for (size_t i = 0; i < deferred.size(); i++) {
+      const Deferred &d = deferred[i];
+      std::string is = std::to_string(i);
+      // keys: a marker (so that the set differs from a leaf's own) and the
+      // rids of the leaves that determine the others; the rest by min().
+      std::vector<std::string> cols{"g" + is};
+      key("1", "g" + is);
+      roots.push_back(Roots(reg, d.leaves));
+      for (int side : d.leaves) {
+        int k = side - kLeafSide;
+        if (roots.back().count(side)) {
+          key(leaf_rid(k), "r" + std::to_string(k));
+          cols.push_back("r" + std::to_string(k));
+        } else {
+          std::string sn = "s" + std::to_string(k) + "_" + is;
+          inner.push_back(leaf_rid(k) + " AS " + sn);
+          outer.push_back("min(q." + sn + ") AS " + sn);
+        }
+      }
+      std::set<std::pair<int, int>> used;
+      CollectCols(d.expr, used);
+      for (const auto &[side, col] : used) {
+        if (col < 0) continue;
+        std::string x = "x" + std::to_string(side - kLeafSide) + "_" + std::to_string(col) + "_" + is;
+        inner.push_back(value(side, col) + " AS " + x);
+        outer.push_back("min(q." + x + ") AS " + x);
+      }
+      std::string u = "u" + is;
+      inner.push_back("COALESCE(" + d.adj + ", 0::float8) AS " + u);
+      outer.push_back("sum(q." + u + ") AS " + u);
+      set_cols.push_back(cols);
+    }
+    std::vector<std::string> gkeys;
+    for (const auto &k : keys) gkeys.push_back("q." + k);
+    for (const auto &c : set_cols) {
+      std::vector<std::string> qc;
+      for (const auto &x : c) qc.push_back("q." + x);
+      sets.push_back("(" + Join(qc, ", ") + ")");
+    }
+    // GROUPING(keys): bit set = key aggregated away; the first key is the
+    // most significant bit.
+    auto mask = [&](const std::vector<std::string> &in_set) {
+      int n = static_cast<int>(keys.size()), m = 0;
+      for (int i = 0; i < n; i++)
+        if (std::find(in_set.begin(), in_set.end(), keys[i]) == in_set.end()) m |= 1 << (n - 1 - i);
+      return std::to_string(m);
+    };
+    outer.insert(outer.begin(), "GROUPING(" + Join(gkeys, ", ") + ") AS gs");
     extra_ctes_->push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(outer, ", ") + " FROM (SELECT " +
                            Join(inner, ", ") + source + ") q GROUP BY GROUPING SETS (" + Join(sets, ", ") + "))");
-    int n = static_cast<int>(per_leaf.size()), pos = 0;
+    size_t pos = 0;
     for (const auto &[k, cols] : per_leaf) {
-      int mask = ((1 << n) - 1) & ~(1 << (n - 1 - pos));  // GROUPING: bit set = column aggregated away
-      pos++;
       std::string rk = "r" + std::to_string(k);
       std::vector<std::string> sel{rk + " AS rid"};
       std::set<int> cs;
@@ -1218,9 +1374,27 @@ class Builder {
         cs.insert(col);
       }
       Contribute(reg.leaves[k],
-                 "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE gs = " + std::to_string(mask) +
+                 "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE gs = " + mask(set_cols[pos++]) +
                      " AND " + rk + " IS NOT NULL",
                  cs);
+    }
+    // Each deferred factor, differentiated at its own grain.
+    for (size_t i = 0; i < deferred.size(); i++) {
+      const Deferred &d = deferred[i];
+      std::string is = std::to_string(i);
+      std::string stage = "(SELECT * FROM " + shared_name + " WHERE gs = " + mask(set_cols[pos++]) + ")";
+      const std::set<int> &rt = roots[i];
+      auto rid = [rt, is](int k) {
+        return rt.count(kLeafSide + k) ? "n.r" + std::to_string(k) : "n.s" + std::to_string(k) + "_" + is;
+      };
+      Resolver grouped = [rid, is](int side, int col) {
+        int k = side - kLeafSide;
+        return col < 0 ? rid(k) : "n.x" + std::to_string(k) + "_" + std::to_string(col) + "_" + is;
+      };
+      Lets lets(*this, "n", grouped);
+      Terms t;
+      Backprop(d.expr, "n.u" + is, lets, LeafActivity(reg), t);
+      ContributeToLeaves(reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is);
     }
   }
 
@@ -1386,6 +1560,7 @@ class Builder {
             "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + b + " b ON b.rid = a.rid OFFSET 0) a";
         Lets lets(*this, "r", res);
         Terms terms;
+        std::vector<Deferred> deferred;
         for (int o : bc) {
           std::string d = "a.b" + D(o);
           if (o < r->nkeys) {
@@ -1415,7 +1590,7 @@ class Builder {
             throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
                         "Gradient reaches an aggregate that ddx does not differentiate.",
                         "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
-          Backprop(arg, adj, lets, LeafActivity(reg), terms);
+          Backprop(arg, adj, lets, LeafActivity(reg), terms, "", &deferred);
         }
         std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + reg.item.from +
                                                   Where(reg, reg.item.pending) + " OFFSET 0)");
@@ -1431,7 +1606,7 @@ class Builder {
           source += " JOIN " + grp + " ON " + Join(on, " AND ");
         }
         ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
-                           "m" + std::to_string(id_.at(r)));
+                           "m" + std::to_string(id_.at(r)), deferred, res);
         return;
       }
     }

@@ -334,5 +334,21 @@ TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
   EXPECT_EQ(p.sql.find("IS NULL) = ((a.c0) IS NULL)"), std::string::npos) << p.sql;
 }
 
+// In sum(f(x) * w) over x JOIN w, the factor f(x) is differentiated after its
+// adjoint is summed per row of x (its own grouping set, marked g0), not once
+// per joined row.
+TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 1});
+  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP pre = Project(j, {Col(0, kI4), Call("mul", {Call("tanh", {Col(2, kF8)}), Col(4, kF8)})});
+  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
+  RelP loss = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  Program p = BuildGradientProgram(loss);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("(q.g0, q.r0)"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("n.u0"), std::string::npos) << p.sql;  // the factor, at its grain
+}
+
 }  // namespace
 }  // namespace ddx
