@@ -1,9 +1,10 @@
 // The program builder (see program.h).
 //
 // What is saved and what is recomputed. Only some relations are materialized
-// as CTEs: scans (they carry the rows' identity), aggregates (the tape stays
-// the size of a layer's outputs), VALUES and functions, set operations,
-// LIMIT, scalar subqueries, the loss, the relations of sublinks, and a
+// as CTEs: aggregates (the tape stays the size of a layer's outputs), windows,
+// VALUES and functions, set operations, LIMIT, scalar subqueries, the loss,
+// the relations of sublinks, scans that one of those reads (they carry the
+// rows' identity; other plain tables are read in place, ctid their rid), and a
 // projection whose composed expressions grew too large. Every other relation
 // (projection, filter, inner and left join) is row-local: it is compiled into
 // a *region*, one flat FROM/WHERE over the materialized relations below it
@@ -17,9 +18,12 @@
 // the contraction transpose of DESIGN.md: a matmul's gradient joins the
 // cotangent with the other side and sums by the keys), differentiates the
 // composed expressions with the rules of rules.h, and sums the products by
-// each leaf's rid.
+// each leaf's rid. Forward values are computed once per row (Lets), and a
+// product's factor is differentiated at its own grain (Deferred). A window's
+// reverse rule runs windows over the transposed frame (Transpose).
 #include "ddx/core/program.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>

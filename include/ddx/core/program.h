@@ -4,12 +4,15 @@
 //
 // The statement returns rows (toid oid, tid tid, pidx int4, g float8): the
 // gradient of the loss with respect to parameter `pidx` in the row of table
-// `toid` at `tid`. One extra row with pidx = -1 carries the number of rows the
-// loss relation produced (the runner refuses more than one).
+// `toid` at `tid`. Extra rows carry checks for the runner: pidx = -1 the
+// number of rows the loss relation produced (more than one is refused),
+// pidx = -3 the number of rows whose window values depend on how PostgreSQL
+// orders ties (any is refused, 42P20).
 //
-// Every relation is a MATERIALIZED CTE with a bigint `rid` unique within it,
-// so that a backward step pairs a cotangent with exactly the forward row it
-// belongs to, also for duplicate rows, and so that row numbering happens once.
+// Saved relations are MATERIALIZED CTEs with a `rid` unique within them, so
+// that a backward step pairs a cotangent with exactly the forward row it
+// belongs to, also for duplicate rows; plain tables read only by regions are
+// read in place, their ctid the rid.
 #pragma once
 
 #include <string>
