@@ -249,11 +249,39 @@ def training_loop():
     print(f"{'ok' if ok else 'FAILED'}  {'plpgsql loop reaches least squares':<34} max abs error {err:.2e}")
 
 
+def sequence_windows():
+    """Windows with ORDER BY: a running mean, a LAG difference and a sliding
+    ROWS sum over each sequence, against the same model in PyTorch."""
+    S, T, F = 3, 9, 4
+    X, Y, w = rng.normal(size=(S, T, F)), rng.normal(size=(S, T)), rng.normal(size=F)
+    psql(table("x", [("s", "int"), ("t", "int"), ("f", "int"), ("val", "float8")],
+               [(a, b, c, X[a, b, c]) for a in range(S) for b in range(T) for c in range(F)]) +
+         table("y", [("s", "int"), ("t", "int"), ("val", "float8")], [(a, b, Y[a, b]) for a in range(S) for b in range(T)]) +
+         vector("w", w))
+    ctes = """h AS (SELECT x.s, x.t, sum(x.val * w.val) AS h FROM x JOIN w ON x.f = w.j GROUP BY x.s, x.t),
+              f AS (SELECT s, t, avg(h) OVER (PARTITION BY s ORDER BY t) AS cm,
+                           h - lag(h, 1, 0.0) OVER (PARTITION BY s ORDER BY t) AS d,
+                           sum(h) OVER (PARTITION BY s ORDER BY t ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS sw
+                    FROM h),
+              loss AS (SELECT sum(power(f.cm - y.val, 2) + 0.1 * f.d * f.d + 0.01 * f.sw * f.sw) AS l
+                       FROM f JOIN y ON y.s = f.s AND y.t = f.t)"""
+    ours = ddx_grads(ctes, {"w": ["j"]})
+    tw = t(w)
+    H = torch.einsum("stf,f->st", torch.tensor(X), tw)
+    cm = torch.cumsum(H, dim=1) / torch.arange(1, T + 1, dtype=torch.float64)
+    zero = torch.zeros(S, 1, dtype=torch.float64)
+    prev, nxt = torch.cat([zero, H[:, :-1]], 1), torch.cat([H[:, 1:], zero], 1)
+    d, sw = H - prev, prev + H + nxt
+    ((cm - torch.tensor(Y)) ** 2 + 0.1 * d * d + 0.01 * sw * sw).sum().backward()
+    check("running mean, lag, sliding ROWS sum", ours, {"w": tw.grad.numpy()})
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     psql("CREATE EXTENSION ddx;")
-    for test in (linear_and_logistic, mlp, layer_norm_and_gelu, embedding, attention, training_loop):
+    for test in (linear_and_logistic, mlp, layer_norm_and_gelu, embedding, attention, sequence_windows,
+                 training_loop):
         try:
             test()
         except Exception as e:  # a failing test is reported, the others still run
