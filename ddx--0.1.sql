@@ -192,6 +192,23 @@ LANGUAGE sql STABLE AS $$
    ORDER BY p.o
 $$;
 
+-- An optimizer's state table <table><suffix>, keyed like the parameter table
+-- and created on first use with the columns `init` (e.g. '0::float8 AS m').
+-- fillfactor 45: each step's UPDATE finds room on the row's own page (a HOT
+-- update, no new index entry): as fast as writing a new table
+-- (bench/rewrite.py), and the table keeps its OID, grants and dependents.
+CREATE FUNCTION ddx_state_table(nspname name, relname name, tbl regclass, keys text, suffix text, init text)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  st text := quote_ident(nspname) || '.' || quote_ident(relname || suffix);
+BEGIN
+  IF to_regclass(st) IS NULL THEN
+    EXECUTE format('CREATE TABLE %s WITH (fillfactor = 45) AS SELECT %s, %s FROM %s', st, keys, init, tbl);
+    EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, keys);
+  END IF;
+  RETURN st;
+END $$;
+
 -- The start of every optimizer step: advance the named state's step count,
 -- run one backward pass for all parameter tables, and compute the gradient's
 -- global norm and the factor clip_grad_norm_ would scale it by.
@@ -245,15 +262,7 @@ BEGIN
   bc1 := 1 - beta1 ^ step;
   bc2 := 1 - beta2 ^ step;
   FOR r IN SELECT * FROM @extschema@.ddx_param_tables(params) LOOP
-    st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_adam');
-    IF to_regclass(st) IS NULL THEN
-      -- fillfactor 45: each step's UPDATE finds room on the row's own page
-      -- (a HOT update, no new index entry): as fast as writing a new table
-      -- (bench/rewrite.py), and the table keeps its OID, grants and dependents.
-      EXECUTE format('CREATE TABLE %s WITH (fillfactor = 45) AS SELECT %s, 0::float8 AS m, 0::float8 AS v FROM %s',
-                     st, r.keys, r.tbl);
-      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, r.keys);
-    END IF;
+    st := @extschema@.ddx_state_table(r.nspname, r.relname, r.tbl, r.keys, '_adam', '0::float8 AS m, 0::float8 AS v');
     wd := CASE WHEN r.spec = ANY (no_decay) THEN 0 ELSE weight_decay END;
     -- moments (Adam: the L2 term joins the gradient; AdamW: decay is decoupled)
     EXECUTE format('UPDATE %s t SET m = $1 * t.m + (1 - $1) * gg.g, v = $2 * t.v + (1 - $2) * gg.g * gg.g '
@@ -300,12 +309,7 @@ BEGIN
     FROM @extschema@.ddx_optimizer_begin(loss_sql, params, max_grad_norm, state_name) b;
   lr_used := lr;
   FOR r IN SELECT * FROM @extschema@.ddx_param_tables(params) LOOP
-    st := quote_ident(r.nspname) || '.' || quote_ident(r.relname || '_sgd');
-    IF to_regclass(st) IS NULL THEN
-      EXECUTE format('CREATE TABLE %s WITH (fillfactor = 45) AS SELECT %s, NULL::float8 AS buf FROM %s',
-                     st, r.keys, r.tbl);  -- fillfactor: see ddx_adamw_step
-      EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%s)', st, r.keys);
-    END IF;
+    st := @extschema@.ddx_state_table(r.nspname, r.relname, r.tbl, r.keys, '_sgd', 'NULL::float8 AS buf');
     -- d = scale * grad + wd * p; buf = d on the first step, else momentum * buf + (1 - dampening) * d
     EXECUTE format('UPDATE %s t SET buf = CASE WHEN t.buf IS NULL THEN g.d ELSE $1 * t.buf + (1 - $2) * g.d END '
                    'FROM (SELECT g.*, g.grad * $3 + $4 * p.%I AS d FROM %s g JOIN %s p USING (%s)) g WHERE %s',

@@ -784,13 +784,13 @@ class Builder {
           return e->text;
         case ExprKind::Opaque:
         case ExprKind::Sublink:
-          return Name(b_.Sql(e, Raw()), 1, guard);
+          return Name(b_.Sql(e, base_), 1, guard);
         case ExprKind::Call: {
-          if (!ReadsColumns(e)) return b_.Sql(e, Raw());  // PostgreSQL folds constants
+          if (!ReadsColumns(e)) return b_.Sql(e, base_);  // PostgreSQL folds constants
           auto c = std::make_shared<Expr>(*e);
           int depth = 0;
           for (auto &a : c->args) a = Placeholder(Value(a, guard), a->type, depth);
-          std::string sql = b_.Sql(c, Raw());
+          std::string sql = b_.Sql(c, base_);
           if (Cheap(e->text) || (e->text == "div" && !ReadsColumns(e->args[1]))) {  // written out where used
             depth_[sql] = depth;
             return sql;
@@ -800,18 +800,17 @@ class Builder {
         case ExprKind::Case: {
           auto c = std::make_shared<Expr>(*e);
           int depth = 0;
-          std::string not_before;  // earlier conditions were not true
+          std::string g = guard;  // and no earlier condition was true
           size_t nb = e->args.size() / 2;
           for (size_t k = 0; k < nb; k++) {
-            std::string g = And(guard, not_before);
             std::string cond = Value(e->args[2 * k], g);
             c->args[2 * k] = Placeholder(cond, e->args[2 * k]->type, depth);
-            c->args[2 * k + 1] = Placeholder(Value(e->args[2 * k + 1], And(g, "(" + cond + ") IS TRUE")),
-                                             e->args[2 * k + 1]->type, depth);
-            not_before = And(not_before, "(" + cond + ") IS NOT TRUE");
+            c->args[2 * k + 1] =
+                Placeholder(Value(e->args[2 * k + 1], Also(g, cond, true)), e->args[2 * k + 1]->type, depth);
+            g = Also(g, cond, false);
           }
-          c->args.back() = Placeholder(Value(e->args.back(), And(guard, not_before)), e->args.back()->type, depth);
-          return Name(b_.Sql(c, Raw()), depth + 1, guard);
+          c->args.back() = Placeholder(Value(e->args.back(), g), e->args.back()->type, depth);
+          return Name(b_.Sql(c, base_), depth + 1, guard);
         }
       }
       Internal("unknown expression");
@@ -821,10 +820,7 @@ class Builder {
     std::string Branch(const ExprP &e, size_t k, const std::string &guard) {
       size_t nb = e->args.size() / 2;
       std::string g = guard;
-      for (size_t m = 0; m < nb && m <= k; m++) {
-        std::string cond = Value(e->args[2 * m], g);
-        g = And(g, "(" + cond + (m == k ? ") IS TRUE" : ") IS NOT TRUE"));
-      }
+      for (size_t m = 0; m < nb && m <= k; m++) g = Also(g, Value(e->args[2 * m], g), m == k);
       return g;
     }
 
@@ -851,13 +847,18 @@ class Builder {
         if (ReadsColumns(a)) return true;
       return false;
     }
-    static std::string And(const std::string &a, const std::string &b) {
-      return a.empty() ? b : b.empty() ? a : a + " AND " + b;
+    // guard AND (cond) IS [NOT] TRUE; a guard's depth is its deepest value's.
+    std::string Also(const std::string &guard, const std::string &cond, bool truth) {
+      std::string g = (guard.empty() ? "" : guard + " AND ") + "(" + cond + (truth ? ") IS TRUE" : ") IS NOT TRUE");
+      guard_depth_[g] = std::max(Depth(guard, guard_depth_), Depth(cond, depth_));
+      return g;
     }
-    Resolver Raw() const { return base_; }
+    static int Depth(const std::string &sql, const std::map<std::string, int> &m) {
+      auto it = m.find(sql);
+      return it == m.end() ? 0 : it->second;
+    }
     ExprP Placeholder(const std::string &sql, const Type &t, int &depth) const {
-      auto it = depth_.find(sql);
-      if (it != depth_.end()) depth = std::max(depth, it->second);
+      depth = std::max(depth, Depth(sql, depth_));
       auto c = std::make_shared<Expr>();
       c->kind = ExprKind::Const;
       c->type = t;
@@ -868,9 +869,7 @@ class Builder {
       std::string full = guard.empty() ? def : "CASE WHEN " + guard + " THEN " + def + " END";
       auto it = names_.find(full);
       if (it != names_.end()) return it->second;
-      // a guard reads values too: the layer must follow theirs
-      for (const auto &[n, d] : depth_)
-        if (d >= depth && guard.find(n) != std::string::npos) depth = d + 1;
+      depth = std::max(depth, Depth(guard, guard_depth_) + 1);  // the guard's values come first
       std::string v = "v" + std::to_string(names_.size());
       if (static_cast<int>(layers_.size()) < depth) layers_.resize(depth);
       layers_[depth - 1].push_back(full + " AS " + v);
@@ -884,7 +883,8 @@ class Builder {
     std::string alias_;
     Resolver base_;
     std::map<std::string, std::string> names_;
-    std::map<std::string, int> depth_;
+    std::map<std::string, int> depth_;        // value SQL -> layer (0: a column of the base)
+    std::map<std::string, int> guard_depth_;  // guard SQL -> its deepest value's layer
     std::vector<std::vector<std::string>> layers_;
   };
 
@@ -938,7 +938,7 @@ class Builder {
           if (!IsActive(e->args[i], act)) continue;
           std::string p = rule->partial(i, a, y);
           std::string next = p == "1" ? adj : p == "-1" ? "(- " + adj + ")" : "(" + adj + " * " + p + ")";
-          if (defer && guard.empty() && e->text == "mul" && Deferrable(e, i, *defer)) {
+          if (defer && guard.empty() && e->text == "mul" && Deferrable(e, i)) {
             defer->push_back({e->args[i], next, LeafSides(e->args[i])});
             continue;
           }
@@ -1016,17 +1016,15 @@ class Builder {
   }
 
   // Factor i of product e may be deferred: it is computed (not a bare
-  // column), its leaves and the other factor's are disjoint, and no other
-  // deferred factor has the same leaves (each gets its own grouping set).
-  static bool Deferrable(const ExprP &e, size_t i, const std::vector<Deferred> &done) {
+  // column), min() can carry the columns it reads, and its leaves and the
+  // other factor's are disjoint.
+  static bool Deferrable(const ExprP &e, size_t i) {
     const ExprP &x = e->args[i], &y = e->args[1 - i];
     if (x->kind == ExprKind::Col || HasSublink(x) || HasSublink(y) || !MinAble(x)) return false;
     std::set<int> lx = LeafSides(x), ly = LeafSides(y);
     if (lx.empty() || ly.empty()) return false;
     for (int l : lx)
       if (ly.count(l)) return false;
-    for (const auto &d : done)
-      if (d.leaves == lx) return false;
     return true;
   }
 
