@@ -41,6 +41,20 @@ SELECT check_grad($$SELECT sum(g.hi - 2 * g.lo) FROM (SELECT x.s, max(x.val * w.
 SELECT check_grad($$SELECT sum(g.m) FROM (SELECT w.f, avg(w.val) m FROM w GROUP BY w.f) g$$);   -- NULL key
 SELECT check_grad($$SELECT sum(g.z) FROM (SELECT x.s, sum(x.val * w.val) z FROM x JOIN w ON x.f = w.f GROUP BY x.s HAVING sum(x.val * w.val) > 0.1) g$$);   -- group 1 sums to 0: away from the kink
 SELECT check_grad($$SELECT max(w.val) * count(*) + min(w.val) FROM w$$);
+-- the contraction transpose (only w receives gradient: x joined with the
+-- cotangents first, summed by what w is compared with, then joined to w): a
+-- key of w equated with x's, a key of w compared by <=, NULL-safe keys that
+-- pair NULLs, AVG, two aggregates, no group key, and a parameter that is NULL
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, w.f, sum(x.val * w.val) z FROM x JOIN w ON x.f = w.f GROUP BY x.s, w.f) g$$);
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, w.f, sum(x.val * w.val) z FROM x JOIN w ON x.f <= w.f GROUP BY x.s, w.f) g$$);
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, w.f, sum(x.val * exp(w.val)) z FROM x JOIN w ON x.f IS NOT DISTINCT FROM w.f GROUP BY x.s, w.f) g$$);
+SELECT check_grad($$SELECT sum(g.m * g.m + g.z) FROM (SELECT w.f, x.s, avg(x.val * w.val) m, sum(w.val / (1 + x.s)) z FROM x JOIN w ON x.f <= w.f GROUP BY w.f, x.s) g$$);
+SELECT check_grad($$SELECT sum(tanh(x.val * w.val)) + sum(x.val * w.val) FROM x JOIN w ON x.f = w.f WHERE x.s > 1$$);
+CREATE TABLE wn (f int, val float8);
+INSERT INTO wn VALUES (1, 0.5), (2, NULL), (3, -2.0), (NULL, 1.5);
+SELECT rows_checked, max_rel_error < 1e-6 FROM ddx_gradcheck($$SELECT sum(g.z * g.z) FROM (SELECT x.s, wn.f, sum(x.val * wn.val) z FROM x JOIN wn ON x.f IS NOT DISTINCT FROM wn.f GROUP BY x.s, wn.f) g$$, 'wn', 'val');
+WITH g AS (SELECT x.s, sum(x.val * wn.val) z FROM x JOIN wn ON x.f = wn.f GROUP BY x.s), loss AS (SELECT sum(z) AS l FROM g)
+SELECT f, val, grad('loss', wn.val) FROM wn ORDER BY f;   -- closed form: sum of x.val over x.f = f (a NULL parameter gets NULL, as everywhere)
 -- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each)
 CREATE TABLE tie (val float8);
 INSERT INTO tie VALUES (3), (3), (1);

@@ -123,6 +123,7 @@ struct Region {
   std::vector<const Rel *> leaves;
   Item item;
   std::vector<ExprP> conds;  // join and filter conditions, over leaf space
+  bool outer = false;        // a LEFT join: conds are not all of the region's conditions
   std::string Alias(int k) const { return "a" + std::to_string(k); }
 };
 
@@ -591,8 +592,7 @@ class Builder {
       int k = static_cast<int>(reg.leaves.size());
       reg.leaves.push_back(r);
       Item it;
-      it.from = direct_.count(r) ? std::string(r->only ? "ONLY " : "") + r->table + " " + reg.Alias(k)
-                                 : F(r) + " " + reg.Alias(k);
+      it.from = LeafFrom(r, reg.Alias(k));
       it.first_leaf = k;
       it.nleaves = 1;
       for (size_t i = 0; i < r->cols.size(); i++) {
@@ -627,6 +627,7 @@ class Builder {
         it.nleaves = l.nleaves + rr.nleaves;
         std::vector<ExprP> rcols = rr.cols;
         if (r->join == JoinKind::Left) {
+          reg.outer = true;
           // The right side's computed values are NULL where the row is NULL-extended.
           ExprP missing =
               MakeOpaque("($1 IS NULL)", {LeafRid(rr.first_leaf)}, kBool);
@@ -666,6 +667,11 @@ class Builder {
       default:
         Internal("relation of this kind is not row-local");
     }
+  }
+
+  // A materialized relation in a FROM clause: its CTE, or a plain table read in place.
+  std::string LeafFrom(const Rel *r, const std::string &alias) const {
+    return direct_.count(r) ? std::string(r->only ? "ONLY " : "") + r->table + " " + alias : F(r) + " " + alias;
   }
 
   // A leaf's rid as an expression (side kLeafSide + k, column -1).
@@ -967,8 +973,9 @@ class Builder {
   // The leaves of `sides` whose rids determine the others' in every row of
   // the region: a saved aggregate joined (inner or left) on all its group
   // keys to values of other leaves of the set has at most one matching row.
-  static std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
-    std::vector<std::pair<ExprP, ExprP>> eqs;  // top-level equalities
+  // The equalities (both ways round) among the top-level conjuncts of conds.
+  static std::vector<std::pair<ExprP, ExprP>> Equalities(const std::vector<ExprP> &conds) {
+    std::vector<std::pair<ExprP, ExprP>> eqs;
     std::function<void(const ExprP &)> conj = [&](const ExprP &e) {
       if (!e || e->kind != ExprKind::Opaque) return;
       if (e->name == "AND") {
@@ -978,7 +985,12 @@ class Builder {
         eqs.push_back({e->args[1], e->args[0]});
       }
     };
-    for (const auto &c : reg.conds) conj(c);
+    for (const auto &c : conds) conj(c);
+    return eqs;
+  }
+
+  static std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
+    std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
     std::set<int> roots = sides;
     for (int l : sides) {
       const Rel *leaf = reg.leaves.at(l - kLeafSide);
@@ -1277,17 +1289,20 @@ class Builder {
     std::map<int, std::map<int, std::string>> per_leaf;  // leaf -> col -> summed term
     for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
     if (per_leaf.size() < 2 && deferred.empty()) {
+      // With one leaf (no join) a leaf row is at most one row of the source
+      // (every rule joins it with one cotangent): nothing to sum.
+      bool once = reg.leaves.size() == 1;
       for (const auto &[k, cols] : per_leaf) {
         std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
         std::set<int> cs;
         for (const auto &[col, sum] : cols) {
           inner.push_back(sum + " AS " + D(col));
-          outer.push_back("sum(q." + D(col) + ") AS " + D(col));
+          outer.push_back((once ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
           cs.insert(col);
         }
         Contribute(reg.leaves[k],
                    "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-                       ") q WHERE q.rid IS NOT NULL GROUP BY q.rid",
+                       ") q WHERE q.rid IS NOT NULL" + (once ? "" : " GROUP BY q.rid"),
                    cs);
       }
       return;
@@ -1398,6 +1413,200 @@ class Builder {
       Backprop(d.expr, "n.u" + is, lets, LeafActivity(reg), t);
       ContributeToLeaves(reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is);
     }
+  }
+
+  // An aggregate's saved rows with their cotangents (alias a: a.c<j>, a.bd<j>).
+  std::string Groups(const Rel *r) const {
+    std::vector<std::string> ab{"a.*"};
+    for (int o : bcols_.at(r)) ab.push_back("b." + D(o) + " AS b" + D(o));
+    return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid OFFSET 0) a";
+  }
+
+  // Whether e is NULL exactly when a column it reads is NULL (every operation
+  // on the way is strict, no constant is NULL); collects those columns.
+  static bool StrictIn(const ExprP &e, std::set<std::pair<int, int>> &cols) {
+    switch (e->kind) {
+      case ExprKind::Col:
+        cols.insert({e->side, e->col});
+        return true;
+      case ExprKind::Const:
+        return e->text.find("NULL") == std::string::npos;
+      case ExprKind::Call:
+        if (e->text == "greatest" || e->text == "least") return false;
+        break;
+      case ExprKind::Opaque:
+        if (!e->strict) return false;
+        break;
+      default:
+        return false;
+    }
+    for (const auto &a : e->args)
+      if (!StrictIn(a, cols)) return false;
+    return true;
+  }
+
+  // The contraction transpose with the sum moved below the join (eager
+  // aggregation). When one leaf L of an aggregate's region (inner joins
+  // only) receives all of the gradient and its terms read no value of L,
+  // L's adjoint, a sum over the region's rows (l, o) of term(o, cotangent of
+  // the row's group), is computed as the join of the other leaves O with the
+  // cotangents, summed by what L is compared with (O's columns in conditions
+  // on L, the group keys that come from L), and only then joined to L. The
+  // matmul's dW[k,j] = sum_i x[i,k] dY[i,j] is one join of x with dY on i
+  // summed by (x.k, dY.j), instead of recomputing x ⋈ W and probing dY with
+  // each of its rows. A key of L that a condition equates with a value of O
+  // is joined as that value (a row's group is found through O). Not used
+  // where every key comes from L (O ⋈ cotangents would be a cross product).
+  bool Transposed(const Rel *r, const Region &reg) {
+    const std::set<int> &bc = bcols_.at(r);
+    if (reg.outer || reg.leaves.size() < 2) return false;
+    for (const auto &c : reg.conds)
+      if (HasSublink(c)) return false;
+    std::set<std::pair<int, int>> used;
+    for (int o : bc) {
+      if (o < r->nkeys) return false;
+      const AggCall &ag = r->aggs[o - r->nkeys];
+      if ((ag.fn != "sum" && ag.fn != "avg") || HasSublink(reg.item.cols[ag.arg])) return false;
+      CollectCols(reg.item.cols[ag.arg], used);
+    }
+    ActiveFn act = LeafActivity(reg);
+    int L = -1;
+    for (const auto &[side, col] : used)
+      if (act(side, col)) {
+        if (L >= 0 && L != side) return false;
+        L = side;
+      }
+    if (L < 0) return false;
+    auto reads = [L](const ExprP &e, bool &l, bool &o) {
+      std::set<std::pair<int, int>> cs;
+      CollectCols(e, cs);
+      l = o = false;
+      for (const auto &c : cs) (c.first == L ? l : o) = true;
+    };
+    Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
+    const std::string mark = "\x01";  // a value of L, which O ⋈ cotangents does not have
+    auto oname = [&](int side, int col) {
+      return reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
+    };
+    Resolver res = [&](int side, int col) { return side == L ? mark : "r." + oname(side, col); };
+
+    // Conditions: on O alone (inside), or reading L (applied when joining L).
+    std::vector<std::string> oconds;
+    std::vector<ExprP> links;
+    std::set<std::pair<int, int>> ocols = used, linkcols;
+    for (const auto &c : reg.conds) {
+      bool l, o;
+      reads(c, l, o);
+      if (!l) {
+        oconds.push_back(Sql(c, inside));
+        continue;
+      }
+      links.push_back(c);
+      std::set<std::pair<int, int>> cs;
+      CollectCols(c, cs);
+      for (const auto &x : cs)
+        if (x.first != L) linkcols.insert(x), ocols.insert(x);
+    }
+    // Keys: of O (the cotangent's join) or of L (grouped, matched with L).
+    auto eqs = Equalities(reg.conds);
+    const std::vector<bool> &nn = notnull_.at(r->inputs[0].get());
+    std::vector<std::string> sel, on, qsel, gcols, fon;
+    bool keyed = r->nkeys == 0;
+    for (int k = 0; k < r->nkeys; k++) {
+      ExprP e = reg.item.cols[k];
+      bool l, o;
+      reads(e, l, o);
+      if (l && o) return false;
+      if (l && e->kind == ExprKind::Col)
+        for (const auto &[a, b] : eqs) {
+          bool bl, bo;
+          reads(b, bl, bo);
+          if (a->kind == ExprKind::Col && a->side == e->side && a->col == e->col && !bl && bo) {
+            e = b;
+            l = false;
+            break;
+          }
+        }
+      std::string ks = std::to_string(k), ak = "a." + C(k);
+      if (!l) {
+        keyed = true;
+        sel.push_back(Sql(e, inside) + " AS k" + ks);
+        on.push_back(nn[k] ? "r.k" + ks + " = " + ak : NullSafeEq("r.k" + ks, ak, r->cols[k].sql));
+      } else {
+        qsel.push_back(ak + " AS g" + ks);
+        gcols.push_back("q.g" + ks);
+        std::string lk = Sql(e, inside), tk = "t.g" + ks;
+        fon.push_back(nn[k] ? lk + " = " + tk : NullSafeEq(lk, tk, r->cols[k].sql));
+      }
+    }
+    if (!keyed) return false;
+    for (const auto &[side, col] : ocols)
+      if (side != L) sel.push_back(inside(side, col) + " AS " + oname(side, col));
+    if (sel.empty()) sel.push_back("1 AS one");
+    for (const auto &[side, col] : linkcols) {
+      qsel.push_back(res(side, col) + " AS o" + oname(side, col));
+      gcols.push_back("q.o" + oname(side, col));
+    }
+    Resolver fin = [&](int side, int col) { return side == L ? inside(side, col) : "t.o" + oname(side, col); };
+    for (const auto &c : links) fon.push_back(Sql(c, fin));
+
+    // Terms: sum's and avg's adjoints with the NULL test split between O
+    // (inside) and L (when joining L): a strict argument is NULL exactly when
+    // a column it reads is.
+    Lets lets(*this, "r", res);
+    Terms terms;
+    std::string lnull;
+    bool first = true;
+    for (int o : bc) {
+      int k = o - r->nkeys;
+      const AggCall &ag = r->aggs[k];
+      const ExprP &arg = reg.item.cols[ag.arg];
+      CheckVolatile(arg);
+      std::set<std::pair<int, int>> nc;
+      if (!StrictIn(arg, nc)) return false;
+      std::vector<std::string> onull, lnulls;
+      for (const auto &[side, col] : nc)
+        (side == L ? lnulls : onull).push_back((side == L ? inside(side, col) : res(side, col)) + " IS NULL");
+      if (!first && Join(lnulls, " OR ") != lnull) return false;
+      first = false;
+      lnull = Join(lnulls, " OR ");
+      std::string d = "a.b" + D(o);
+      // (n = 0: every argument of the group is NULL, every row is cut by the NULL test)
+      if (ag.fn == "avg") d = "(" + d + " / NULLIF(a.n" + std::to_string(k) + ", 0))";
+      Backprop(arg, onull.empty() ? d : "(CASE WHEN " + Join(onull, " OR ") + " THEN NULL ELSE " + d + " END)", lets,
+               act, terms);
+    }
+    std::set<int> cols;
+    std::vector<std::string> tsel{inside(L, -1) + " AS rid"};
+    for (const auto &[key, t] : terms) {
+      if (key.first != L) Internal("transposed contraction: gradient of another leaf");
+      std::string dj = D(key.second);
+      qsel.push_back(SumTerms(t) + " AS " + dj);
+      cols.insert(key.second);
+      tsel.push_back("sum(" + (lnull.empty() ? "t." + dj : "CASE WHEN " + lnull + " THEN 0::float8 ELSE t." + dj + " END") +
+                     ") AS " + dj);
+    }
+    std::vector<std::string> qout = gcols;
+    for (int c : cols) qout.push_back("sum(q." + D(c) + ") AS " + D(c));
+    std::string src = lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + Join(FromsBut(reg, L), " CROSS JOIN ") +
+                                (oconds.empty() ? "" : " WHERE " + Join(oconds, " AND ")) + " OFFSET 0)");
+    std::string source = " FROM " + src + (on.empty() ? " CROSS JOIN " + Groups(r) : " JOIN " + Groups(r) + " ON " +
+                                                                                        Join(on, " AND "));
+    std::string pre = "SELECT " + Join(qout, ", ") + " FROM (SELECT " + Join(qsel, ", ") + source + ") q" +
+                      (gcols.empty() ? "" : " GROUP BY " + Join(gcols, ", "));
+    std::string sql = "SELECT " + Join(tsel, ", ") + " FROM (" + pre + ") t " +
+                      (fon.empty() ? "CROSS JOIN " : "JOIN ") + LeafFrom(reg.leaves[L - kLeafSide], reg.Alias(L - kLeafSide)) +
+                      (fon.empty() ? "" : " ON " + Join(fon, " AND ")) + " GROUP BY 1";
+    if (sql.find(mark) != std::string::npos) return false;
+    Contribute(reg.leaves[L - kLeafSide], sql, cols);
+    return true;
+  }
+
+  std::vector<std::string> FromsBut(const Region &reg, int side) const {
+    std::vector<std::string> from;
+    for (size_t k = 0; k < reg.leaves.size(); k++)
+      if (kLeafSide + static_cast<int>(k) != side) from.push_back(LeafFrom(reg.leaves[k], reg.Alias(k)));
+    return from;
   }
 
   void ReverseRule(Rel *r) {
@@ -1540,6 +1749,7 @@ class Builder {
         // aggregate and its cotangent, whose CTE scans have no statistics, the
         // planner joined the wrong pair first (attention: 1M rows instead of 33k).
         const Region &reg = regions_.at(r);
+        if (Transposed(r, reg)) return;
         Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
         Resolver res = [&](int side, int col) {
           return "r." + reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
@@ -1556,10 +1766,7 @@ class Builder {
         for (int k = 0; k < r->nkeys; k++) sel.push_back(Sql(reg.item.cols[k], inside) + " AS k" + std::to_string(k));
         // Each group's saved row and its cotangent, joined first (a few rows
         // per group), so that the region's rows are probed once.
-        std::vector<std::string> ab{"a.*"};
-        for (int o : bc) ab.push_back("b." + D(o) + " AS b" + D(o));
-        std::string grp =
-            "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + b + " b ON b.rid = a.rid OFFSET 0) a";
+        std::string grp = Groups(r);
         Lets lets(*this, "r", res);
         Terms terms;
         std::vector<Deferred> deferred;
