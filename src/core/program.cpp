@@ -1331,20 +1331,28 @@ class Builder {
       }
     }
     std::vector<std::set<int>> roots;
+    std::vector<bool> rejoin;
     for (size_t i = 0; i < deferred.size(); i++) {
       const Deferred &d = deferred[i];
       std::string is = std::to_string(i);
       // keys: a marker (so that the set differs from a leaf's own) and the
-      // rids of the leaves that determine the others; the rest by min().
+      // rids of the leaves that determine the others. The others and the
+      // values the factor reads are found again by joining its leaves on
+      // those rids (with inner joins only: the region's conditions among
+      // them are then all there is), else carried by min(): wide rows in
+      // the grouping sets' hash tables, which made attention's spill.
       std::vector<std::string> cols{"g" + is};
       key("1", "g" + is);
       roots.push_back(Roots(reg, d.leaves));
+      rejoin.push_back(!reg.outer);
+      for (const auto &c : reg.conds)
+        if (HasSublink(c)) rejoin.back() = false;
       for (int side : d.leaves) {
         int k = side - kLeafSide;
         if (roots.back().count(side)) {
           key(leaf_rid(k), "r" + std::to_string(k));
           cols.push_back("r" + std::to_string(k));
-        } else {
+        } else if (!rejoin.back()) {
           std::string sn = "s" + std::to_string(k) + "_" + is;
           inner.push_back(leaf_rid(k) + " AS " + sn);
           outer.push_back("min(q." + sn + ") AS " + sn);
@@ -1353,7 +1361,7 @@ class Builder {
       std::set<std::pair<int, int>> used;
       CollectCols(d.expr, used);
       for (const auto &[side, col] : used) {
-        if (col < 0) continue;
+        if (col < 0 || rejoin.back()) continue;
         std::string x = "x" + std::to_string(side - kLeafSide) + "_" + std::to_string(col) + "_" + is;
         inner.push_back(value(side, col) + " AS " + x);
         outer.push_back("min(q." + x + ") AS " + x);
@@ -1401,6 +1409,32 @@ class Builder {
       std::string is = std::to_string(i);
       std::string stage = "(SELECT * FROM " + shared_name + " WHERE gs = " + mask(set_cols[pos++]) + ")";
       const std::set<int> &rt = roots[i];
+      if (rejoin[i]) {
+        std::vector<std::string> cols{"n.*"}, from{stage + " n"}, where;
+        for (int side : d.leaves) {
+          int k = side - kLeafSide;
+          std::string ks = std::to_string(k);
+          from.push_back(LeafFrom(reg.leaves[k], reg.Alias(k)));
+          if (rt.count(side))
+            where.push_back(LeafCol(reg, side, -1) + " = n.r" + ks);
+          else
+            cols.push_back(LeafCol(reg, side, -1) + " AS s" + ks + "_" + is);
+        }
+        std::set<std::pair<int, int>> used;
+        CollectCols(d.expr, used);
+        for (const auto &[side, col] : used)
+          if (col >= 0)
+            cols.push_back(LeafCol(reg, side, col) + " AS x" + std::to_string(side - kLeafSide) + "_" +
+                           std::to_string(col) + "_" + is);
+        Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
+        for (const auto &c : reg.conds) {
+          std::set<int> ls = LeafSides(c);
+          bool among = !ls.empty();
+          for (int x : ls) among = among && d.leaves.count(x);
+          if (among) where.push_back(Sql(c, inside));
+        }
+        stage = "(SELECT " + Join(cols, ", ") + " FROM " + Join(from, ", ") + " WHERE " + Join(where, " AND ") + ")";
+      }
       auto rid = [rt, is](int k) {
         return rt.count(kLeafSide + k) ? "n.r" + std::to_string(k) : "n.s" + std::to_string(k) + "_" + is;
       };

@@ -348,6 +348,9 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("(q.g0, q.r0)"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("n.u0"), std::string::npos) << p.sql;  // the factor, at its grain
+  // its values read again from its leaf by rid, not carried through the grouping sets by min()
+  EXPECT_NE(p.sql.find("a0.rid = n.r0"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("min(q.x"), std::string::npos) << p.sql;
 }
 
 // The contraction transpose: with only w receiving gradient, w's adjoint in
