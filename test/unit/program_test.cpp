@@ -374,5 +374,40 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 }
 
+// A key of w that the join equates with a column of x is joined with the
+// cotangents as that column (inside, with x), not grouped and matched with w
+// afterwards. Where every key comes from w and nothing equates it with x, x
+// joined with the cotangents would be a cross product: the region is
+// recomputed instead.
+TEST(Program, ContractionKeysOfTheParameterSide) {
+  auto loss_by = [](std::vector<int> keys, const std::string &cond) {
+    RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+    RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+    RelP j = Join(x, w, Opaque(cond, {Col(1, kI4), Col(3, kI4)}, kBool));
+    std::vector<ExprP> cols;
+    std::vector<Type> types;
+    for (int k : keys) cols.push_back(Col(k, kI4)), types.push_back(kI4);
+    cols.push_back(Call("mul", {Col(2, kF8), Col(4, kF8)}));
+    types.push_back(kF8);
+    int n = static_cast<int>(keys.size());
+    RelP pred = Aggregate(Project(j, cols), n, {{"sum", n}}, types);
+    return Aggregate(Project(pred, {Call("mul", {Col(n, kF8), Col(n, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  };
+  // GROUP BY x.s, w.f ON x.f = w.f: w.f is joined with the cotangents as x.f
+  Program p = BuildGradientProgram(loss_by({0, 3}, "($1 OPERATOR(pg_catalog.=) $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("a0.c1 AS k1"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("AS g1"), std::string::npos) << p.sql;
+  // GROUP BY x.s, w.f ON x.f < w.f: w.f is grouped, then matched with w
+  p = BuildGradientProgram(loss_by({0, 3}, "($1 < $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("a.c1 AS g1"), std::string::npos) << p.sql;
+  // GROUP BY w.f ON x.f < w.f: no key of x; the region x JOIN w is recomputed
+  p = BuildGradientProgram(loss_by({3}, "($1 < $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("AS g0"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.rid"), std::string::npos) << p.sql;
+}
+
 }  // namespace
 }  // namespace ddx
