@@ -112,7 +112,7 @@ def relation(depth):
         t = R.choice(["p", "p", "d"])
         return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
     kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left",
-                     "window", "wsoftmax", "frame", "shift", "topk"])
+                     "window", "wsoftmax", "frame", "shift", "topk", "contract", "contract"])
     a, pa = relation(depth - 1)
     if kind == "filter":
         cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
@@ -175,6 +175,19 @@ def relation(depth):
         if SWAP:
             return f"{sel} FROM ({b}) y RIGHT JOIN ({a}) x ON x.k = y.k AND x.g = y.g", pa or pb
         return f"{sel} FROM ({a}) x LEFT JOIN ({b}) y ON x.k = y.k AND x.g = y.g", pa or pb
+    if kind == "contract":
+        # a product summed over a join (a matmul): with one side free of p, the
+        # contraction transpose sums the other side's adjoint before joining it
+        on = R.choice(["x.k = y.k", "x.g = y.g", "x.k IS NOT DISTINCT FROM y.k", "x.g <= y.g",
+                       "x.k = y.k AND x.g = y.g"])
+        k1, k2 = R.choice([("x.k", "y.g"), ("x.k", "x.g"), ("y.k", "y.g"), ("y.k", "x.k"), ("x.g", "y.k")])
+        agg = R.choice(["sum", "sum", "avg"])
+        arg = R.choice(["x.v * y.v", "x.v * y.v", "x.v * (y.v + 1)", "(x.v - y.v) * 2"])
+        sel = f"SELECT {k1} AS k, {k2} AS g, {agg}({arg}) AS v"
+        tail = f" ON {on} GROUP BY {k1}, {k2}"
+        if SWAP:
+            return f"{sel} FROM ({b}) y JOIN ({a}) x{tail}", pa or pb
+        return f"{sel} FROM ({a}) x JOIN ({b}) y{tail}", pa or pb
     if kind == "union":
         return f"SELECT k, g, v FROM ({a}) u1 UNION ALL SELECT k, g, v FROM ({b}) u2", pa or pb
     # cte2: a relation read twice, written as a subquery twice
