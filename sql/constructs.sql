@@ -55,6 +55,16 @@ INSERT INTO wn VALUES (1, 0.5), (2, NULL), (3, -2.0), (NULL, 1.5);
 SELECT rows_checked, max_rel_error < 1e-6 FROM ddx_gradcheck($$SELECT sum(g.z * g.z) FROM (SELECT x.s, wn.f, sum(x.val * wn.val) z FROM x JOIN wn ON x.f IS NOT DISTINCT FROM wn.f GROUP BY x.s, wn.f) g$$, 'wn', 'val');
 WITH g AS (SELECT x.s, sum(x.val * wn.val) z FROM x JOIN wn ON x.f = wn.f GROUP BY x.s), loss AS (SELECT sum(z) AS l FROM g)
 SELECT f, val, grad('loss', wn.val) FROM wn ORDER BY f;   -- closed form: sum of x.val over x.f = f (a NULL parameter gets NULL, as everywhere)
+-- a condition that tells apart values = cannot (numeric 1.0 and 1.00 as text), and
+-- a column without an equality (json): the transpose steps aside (closed forms 7, 3 and 2, 8)
+CREATE TABLE wt (t text, k int, val float8);
+CREATE TABLE xt (n numeric, j json, val float8);
+INSERT INTO wt VALUES ('1.0', 1, 0.5), ('1.00', 2, -0.25);
+INSERT INTO xt VALUES (1.0, '{"k":1}', 2.0), (1.00, '{"k":2}', 3.0), (1.0, '{"k":2}', 5.0);
+WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON xt.n::text = wt.t)
+SELECT t, grad('loss', wt.val) FROM wt ORDER BY t;
+WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON (xt.j->>'k')::int = wt.k)
+SELECT k, grad('loss', wt.val) FROM wt ORDER BY k;
 -- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each)
 CREATE TABLE tie (val float8);
 INSERT INTO tie VALUES (3), (3), (1);
