@@ -20,15 +20,15 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
+from common import RUNNER, program_of, round_robin  # noqa: E402
 
 DB = "ddx_bench"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 
 
 def timed(*sqls):
-    """Median wall times (ms) of each of sqls, run in turn (round-robin, after
-    one warm-up round), so that the machine's drift reaches them alike. Each
-    runs as written and returns its rows: wrapped in SELECT count(*), the
+    """Median wall times (ms) of each of sqls, round-robin (common.round_robin).
+    Each runs as written and returns its rows: wrapped in SELECT count(*), the
     forward's loss column went unused and PostgreSQL pruned its computation
     (no exp, no tanh, no sums), which made the matmul's forward look 1.3x faster.
     One session for all, as an application holds one (a psql per statement
@@ -36,30 +36,16 @@ def timed(*sqls):
     import psycopg2
     conn = psycopg2.connect(dbname=DB)
     conn.autocommit = True
-    cur = conn.cursor()
-    times = [[] for _ in sqls]
-    for i in range(REPEATS + 1):
-        for k, sql in enumerate(sqls):
-            t0 = time.perf_counter()
-            cur.execute(sql)
-            cur.fetchall()
-            if i:
-                times[k].append((time.perf_counter() - t0) * 1000)
+    medians = round_robin(conn.cursor(), sqls, REPEATS)
     conn.close()
-    return [statistics.median(t) for t in times]
+    return medians
 
 
 def program_stats(grad_sql):
     """(steps, largest step rows) of the gradient program behind grad_sql."""
-    r = subprocess.run(["psql", "-X", "-At", "-d", DB, "-c", "EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql],
-                       capture_output=True, text=True)
-    m = re.search(r"ddx_grad_at\('(.*?)'::text, \d", r.stdout, re.S)
-    prog = m.group(1).replace("''", "'")
+    prog = program_of(DB, grad_sql)
     steps = len(re.findall(r"\b[fgbm][\d_]+ AS MATERIALIZED", prog))
-    # the settings the runner (src/pg/runner.cpp) gives a program
-    plan = tm.psql("SET search_path = pg_catalog, pg_temp; SET jit = off; SET enable_nestloop = off; "
-                   "SET enable_mergejoin = off; SET enable_sort = off; EXPLAIN (ANALYZE, FORMAT JSON) " + prog + ";",
-                   db=DB)
+    plan = tm.psql(f"SET search_path = pg_catalog, pg_temp; {RUNNER}; EXPLAIN (ANALYZE, FORMAT JSON) {prog};", db=DB)
     tree = json.loads("\n".join("|".join(row) for row in plan))[0]["Plan"]
     largest = 0
 

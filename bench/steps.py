@@ -12,32 +12,18 @@ this does not, but its figures are still medians of a noisy machine: use 5+
 repeats and read differences under ~30 ms as noise.
 """
 import re
-import statistics
-import subprocess
 import sys
-import time
 
 import psycopg2
 
-# the settings the runner (src/pg/runner.cpp) gives a program
-RUNNER = "SET jit = off; SET enable_nestloop = off; SET enable_mergejoin = off; SET enable_sort = off"
-
-
-def program(db, grad_sql, path):
-    r = subprocess.run(["psql", "-X", "-At", "-d", db, "-c",
-                        f"SET search_path = {path}; EXPLAIN (VERBOSE, COSTS OFF) {grad_sql}"],
-                       capture_output=True, text=True, check=True)
-    m = re.search(r"ddx_grad_at\('(.*?)'::text, \d", r.stdout, re.S)
-    if not m:
-        sys.exit("no gradient program in the plan: " + r.stdout[:300] + r.stderr[:300])
-    return m.group(1).replace("''", "'")
+from common import RUNNER, program_of, round_robin
 
 
 def main():
     db, grad_sql = sys.argv[1], sys.argv[2]
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     path = sys.argv[4] if len(sys.argv) > 4 else "public"
-    prog = program(db, grad_sql, path)
+    prog = program_of(db, grad_sql, path)
     head = prog[:prog.index("\nSELECT z.toid")]
     ctes = re.split(r",\n(?=[fbm][0-9_]+ AS MATERIALIZED)", head[len("WITH "):])
     names = [c.split(" ")[0] for c in ctes]
@@ -50,18 +36,10 @@ def main():
     conn.autocommit = True
     cur = conn.cursor()
     cur.execute(f"SET search_path = {path}; {RUNNER}")
-    times = [[] for _ in queries]
-    for i in range(repeats + 1):
-        for j, q in enumerate(queries):
-            t0 = time.perf_counter()
-            cur.execute(q)
-            cur.fetchall()
-            if i:
-                times[j].append((time.perf_counter() - t0) * 1000)
+    medians = round_robin(cur, queries, repeats)
     prev = 0.0
     print(f"{'step':<8} {'prefix ms':>10} {'step ms':>8}   (median of {repeats})")
-    for name, t in zip(names + ["(all)"], times):
-        m = statistics.median(t)
+    for name, m in zip(names + ["(all)"], medians):
         print(f"{name:<8} {m:10.0f} {m - prev:8.0f}")
         prev = m
 

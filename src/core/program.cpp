@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ddx/core/rules.h"
@@ -1527,10 +1528,9 @@ class Builder {
       }
     if (L < 0) return false;
     auto reads = [L](const ExprP &e, bool &l, bool &o) {
-      std::set<std::pair<int, int>> cs;
-      CollectCols(e, cs);
-      l = o = false;
-      for (const auto &c : cs) (c.first == L ? l : o) = true;
+      std::set<int> sides = LeafSides(e);
+      l = sides.count(L) > 0;
+      o = sides.size() > (l ? 1u : 0u);
     };
     Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
     const std::string mark = "\x01";  // a value of L, which O ⋈ cotangents does not have
@@ -1539,7 +1539,10 @@ class Builder {
     };
     Resolver res = [&](int side, int col) { return side == L ? mark : "r." + oname(side, col); };
 
-    // Conditions: on O alone (inside), or reading L (applied when joining L).
+    // Conditions: on O alone (inside), or reading L (applied when joining L,
+    // to one value per group of O's columns they read: sound only where equal
+    // values are the same value — x.n::text = w.t tells numeric 1.0 from
+    // 1.00 — and possible only for types with an equality, not json).
     std::vector<std::string> oconds;
     std::vector<ExprP> links;
     std::set<std::pair<int, int>> ocols = used, linkcols;
@@ -1553,8 +1556,11 @@ class Builder {
       links.push_back(c);
       std::set<std::pair<int, int>> cs;
       CollectCols(c, cs);
-      for (const auto &x : cs)
-        if (x.first != L) linkcols.insert(x), ocols.insert(x);
+      for (const auto &x : cs) {
+        if (x.first == L) continue;
+        if (x.second >= 0 && !IdentityEq(reg.leaves[x.first - kLeafSide]->cols[x.second])) return false;
+        linkcols.insert(x), ocols.insert(x);
+      }
     }
     // Keys: of O (the cotangent's join) or of L (grouped, matched with L).
     auto eqs = Equalities(reg.conds);
@@ -1589,12 +1595,6 @@ class Builder {
       }
     }
     if (!keyed) return false;
-    // O's columns in conditions on L are grouped by value and the condition
-    // is evaluated once per group: sound only where equal values are the same
-    // value (x.n::text = w.t tells numeric 1.0 from 1.00), and possible only
-    // for types with an equality (json, point have none).
-    for (const auto &[side, col] : linkcols)
-      if (col >= 0 && !IdentityEq(reg.leaves[side - kLeafSide]->cols[col])) return false;
     for (const auto &[side, col] : ocols)
       if (side != L) sel.push_back(inside(side, col) + " AS " + oname(side, col));
     if (sel.empty()) sel.push_back("1 AS one");
@@ -1610,8 +1610,7 @@ class Builder {
     // a column it reads is.
     Lets lets(*this, "r", res);
     Terms terms;
-    std::string lnull;
-    bool first = true;
+    std::optional<std::string> lnull;  // L's NULL test, the same for every call
     for (int o : bc) {
       int k = o - r->nkeys;
       const AggCall &ag = r->aggs[k];
@@ -1622,8 +1621,7 @@ class Builder {
       std::vector<std::string> onull, lnulls;
       for (const auto &[side, col] : nc)
         (side == L ? lnulls : onull).push_back((side == L ? inside(side, col) : res(side, col)) + " IS NULL");
-      if (!first && Join(lnulls, " OR ") != lnull) return false;
-      first = false;
+      if (lnull && *lnull != Join(lnulls, " OR ")) return false;
       lnull = Join(lnulls, " OR ");
       std::string d = "a.b" + D(o);
       // (n = 0: every argument of the group is NULL, every row is cut by the NULL test)
@@ -1638,7 +1636,7 @@ class Builder {
       std::string dj = D(key.second);
       qsel.push_back(SumTerms(t) + " AS " + dj);
       cols.insert(key.second);
-      tsel.push_back("sum(" + (lnull.empty() ? "t." + dj : "CASE WHEN " + lnull + " THEN 0::float8 ELSE t." + dj + " END") +
+      tsel.push_back("sum(" + (lnull->empty() ? "t." + dj : "CASE WHEN " + *lnull + " THEN 0::float8 ELSE t." + dj + " END") +
                      ") AS " + dj);
     }
     std::vector<std::string> qout = gcols;

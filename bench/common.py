@@ -1,0 +1,34 @@
+"""What bench.py and steps.py share: the runner's settings, the program
+behind a gradient statement, and round-robin timing."""
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+# the settings the runner (src/pg/runner.cpp) gives a program
+RUNNER = "SET jit = off; SET enable_nestloop = off; SET enable_mergejoin = off; SET enable_sort = off"
+
+
+def program_of(db, grad_sql, path=None):
+    """The program text behind a gradient statement (EXPLAIN VERBOSE shows it)."""
+    sql = (f"SET search_path = {path}; " if path else "") + "EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql
+    r = subprocess.run(["psql", "-X", "-At", "-d", db, "-c", sql], capture_output=True, text=True)
+    m = re.search(r"ddx_grad_at\('(.*?)'::text, \d", r.stdout, re.S)
+    if not m:
+        sys.exit("no gradient program in the plan: " + r.stdout[:300] + r.stderr[:300])
+    return m.group(1).replace("''", "'")
+
+
+def round_robin(cur, queries, repeats):
+    """Median wall times (ms) of each query, run in turn after one warm-up
+    round, each fetching its rows: the machine's drift reaches them alike."""
+    times = [[] for _ in queries]
+    for i in range(repeats + 1):
+        for k, q in enumerate(queries):
+            t0 = time.perf_counter()
+            cur.execute(q)
+            cur.fetchall()
+            if i:
+                times[k].append((time.perf_counter() - t0) * 1000)
+    return [statistics.median(t) for t in times]
