@@ -65,6 +65,22 @@ WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON xt.n::text = w
 SELECT t, grad('loss', wt.val) FROM wt ORDER BY t;
 WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON (xt.j->>'k')::int = wt.k)
 SELECT k, grad('loss', wt.val) FROM wt ORDER BY k;
+-- a costly value of one side, computed below the join that repeats it (once
+-- per row of w, not per pair): with a deferred factor, a group key, AVG, and
+-- a softmax over x's groups read by a join with y; a row of wl that joins
+-- nothing has a value the forward never computes (ln(-1)): no error, and the
+-- closed form (the sum of x.val over x.f = 1, over 0.5: 9; and 0)
+SELECT check_grad($$SELECT sum(exp(w.val) / (1 + w.val * w.val) * y.val) FROM w CROSS JOIN y$$);
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, sum(tanh(w.val) * x.val) z FROM x JOIN w ON x.f = w.f GROUP BY x.s) g$$);
+SELECT check_grad($$SELECT sum(g.m * y.val) FROM (SELECT x.s, avg(exp(w.val * x.val)) m FROM x JOIN w ON x.f = w.f GROUP BY x.s) g JOIN y ON y.s = g.s$$);
+SELECT check_grad($$WITH e AS (SELECT x.s, x.f, exp(x.val * w.val) AS e FROM x JOIN w ON x.f = w.f),
+  z AS (SELECT s, sum(e) AS z FROM e GROUP BY s),
+  p AS (SELECT e.s, e.f, e.e / z.z AS p FROM e JOIN z ON z.s = e.s)
+  SELECT sum(p.p * y.val * y.val) FROM p JOIN y ON y.s <= p.s$$);
+CREATE TABLE wl (f int, val float8);
+INSERT INTO wl VALUES (1, 0.5), (7, -1.0);
+WITH loss AS (SELECT sum(ln(wl.val) * x.val) AS l FROM wl JOIN x ON x.f = wl.f)
+SELECT f, grad('loss', wl.val) FROM wl ORDER BY f;
 -- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each)
 CREATE TABLE tie (val float8);
 INSERT INTO tie VALUES (3), (3), (1);

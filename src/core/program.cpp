@@ -768,6 +768,29 @@ class Builder {
     return t.sql == "pg_catalog.float8" ? sql : "(" + sql + ")::float8";
   }
 
+  static bool ReadsColumns(const ExprP &e) {
+    if (!e) return false;
+    if (e->kind == ExprKind::Col || e->kind == ExprKind::Sublink) return true;
+    for (const auto &a : e->args)
+      if (ReadsColumns(a)) return true;
+    return false;
+  }
+  // An operation worth a column of its own: not a few arithmetic steps.
+  static bool Costly(const ExprP &e) {
+    static const std::set<std::string> kCheap{"add", "sub", "mul",      "neg",   "pos",
+                                              "cast", "abs", "greatest", "least", "stop_gradient"};
+    if (e->kind != ExprKind::Call || !ReadsColumns(e) || kCheap.count(e->text)) return false;
+    return !(e->text == "div" && !ReadsColumns(e->args[1]));
+  }
+  // A costly value that reads only (and some of) the leaves `sides`.
+  static bool Movable(const ExprP &e, const std::set<int> &sides) {
+    if (!Costly(e) || ContainsVolatile(e) || HasSublink(e)) return false;
+    std::set<int> ls = LeafSides(e);
+    for (int x : ls)
+      if (!sides.count(x)) return false;
+    return !ls.empty();
+  }
+
   // The forward values a reverse rule reads, each computed once per row.
   // PostgreSQL evaluates an expression as often as it is written (it does not
   // eliminate common subexpressions): attention's backward wrote exp(s - m)
@@ -781,9 +804,23 @@ class Builder {
   // (sqrt of a negative number).
   class Lets {
    public:
-    Lets(const Builder &b, std::string alias, Resolver base) : b_(b), alias_(std::move(alias)), base_(std::move(base)) {}
+    // prefix: of the value columns' names. below: where values over the
+    // leaves `below_sides` are computed instead (see Below), read here as
+    // columns of the same name.
+    Lets(const Builder &b, std::string alias, Resolver base, std::string prefix = "v", Lets *below = nullptr,
+         std::set<int> below_sides = {})
+        : b_(b),
+          alias_(std::move(alias)),
+          base_(std::move(base)),
+          prefix_(std::move(prefix)),
+          below_(below),
+          below_sides_(std::move(below_sides)) {}
 
     std::string Value(const ExprP &e, const std::string &guard) {
+      if (below_ && guard.empty() && Movable(e, below_sides_)) {
+        std::string v = below_->Value(e, "");
+        return alias_ + v.substr(v.find('.'));
+      }
       switch (e->kind) {
         case ExprKind::Col:
           return base_(e->side, e->col);
@@ -798,7 +835,7 @@ class Builder {
           int depth = 0;
           for (auto &a : c->args) a = Placeholder(Value(a, guard), a->type, depth);
           std::string sql = b_.Sql(c, base_);
-          if (Cheap(e->text) || (e->text == "div" && !ReadsColumns(e->args[1]))) {  // written out where used
+          if (!Costly(e)) {  // written out where used
             depth_[sql] = depth;
             return sql;
           }
@@ -841,19 +878,15 @@ class Builder {
       return sql + " " + alias_;
     }
 
+    // The names of the value columns, in the order they were made.
+    std::vector<std::string> Names() const {
+      std::vector<std::string> out;
+      for (const auto &layer : layers_)
+        for (const auto &def : layer) out.push_back(def.substr(def.rfind(" AS ") + 4));
+      return out;
+    }
+
    private:
-    static bool Cheap(const std::string &rule) {
-      static const std::set<std::string> kCheap{"add", "sub", "mul", "neg", "pos", "cast", "abs", "greatest", "least",
-                                                "stop_gradient"};
-      return kCheap.count(rule) > 0;
-    }
-    static bool ReadsColumns(const ExprP &e) {
-      if (!e) return false;
-      if (e->kind == ExprKind::Col || e->kind == ExprKind::Sublink) return true;
-      for (const auto &a : e->args)
-        if (ReadsColumns(a)) return true;
-      return false;
-    }
     // guard AND (cond) IS [NOT] TRUE; a guard's depth is its deepest value's.
     std::string Also(const std::string &guard, const std::string &cond, bool truth) {
       std::string g = (guard.empty() ? "" : guard + " AND ") + "(" + cond + (truth ? ") IS TRUE" : ") IS NOT TRUE");
@@ -877,7 +910,7 @@ class Builder {
       auto it = names_.find(full);
       if (it != names_.end()) return it->second;
       depth = std::max(depth, Depth(guard, guard_depth_) + 1);  // the guard's values come first
-      std::string v = "v" + std::to_string(names_.size());
+      std::string v = prefix_ + std::to_string(names_.size());
       if (static_cast<int>(layers_.size()) < depth) layers_.resize(depth);
       layers_[depth - 1].push_back(full + " AS " + v);
       std::string name = alias_ + "." + v;
@@ -889,6 +922,9 @@ class Builder {
     const Builder &b_;
     std::string alias_;
     Resolver base_;
+    std::string prefix_;
+    Lets *below_;
+    std::set<int> below_sides_;
     std::map<std::string, std::string> names_;
     std::map<std::string, int> depth_;        // value SQL -> layer (0: a column of the base)
     std::map<std::string, int> guard_depth_;  // guard SQL -> its deepest value's layer
@@ -1028,6 +1064,129 @@ class Builder {
       if (all) roots.erase(l);
     }
     return roots;
+  }
+
+  // --- values computed below a join -------------------------------------------
+  //
+  // PostgreSQL evaluates a region's expressions after all of its joins. When
+  // a costly value reads only some leaves S and a join with the others
+  // repeats each row of S's join, it is computed once per repetition:
+  // attention's p = exp(s - m) / z reads the (i, j) pairs (f15 ⋈ f18 ⋈ f23),
+  // and the join with v repeated each pair d times (526k exponentials
+  // instead of 33k at T = 256). Such a region is split: a subquery s over S
+  // computes the values, and the other leaves are joined to it. Only in
+  // regions of inner joins (their conditions are then all in reg.conds), and
+  // only where a leaf outside S is a root (see Roots: not determined by the
+  // others, so the join may repeat S's rows). Values under a CASE branch stay
+  // where the branch is taken. The subquery keeps only the rows of S that
+  // the other leaves match (EXISTS): a value the forward never computed (ln
+  // of a row without a partner) must not raise an error here.
+
+  // The leaves S below which the costly values of `exprs` are computed, or
+  // none.
+  std::set<int> BelowSides(const Region &reg, const std::vector<ExprP> &exprs) const {
+    if (reg.outer || reg.leaves.size() < 2) return {};
+    for (const auto &c : reg.conds)
+      if (HasSublink(c)) return {};
+    std::set<int> all;
+    for (size_t k = 0; k < reg.leaves.size(); k++) all.insert(kLeafSide + static_cast<int>(k));
+    std::set<int> roots = Roots(reg, all), below;
+    std::function<void(const ExprP &)> walk = [&](const ExprP &e) {
+      if (!e || e->kind == ExprKind::Case || e->kind == ExprKind::Sublink) return;
+      if (Movable(e, all)) {
+        std::set<int> ls = LeafSides(e);
+        bool repeated = false;
+        for (int x : roots) repeated = repeated || !ls.count(x);
+        if (repeated) {
+          below.insert(ls.begin(), ls.end());
+          return;
+        }
+      }
+      for (const auto &a : e->args) walk(a);
+    };
+    for (const auto &e : exprs) walk(e);
+    for (int x : roots)
+      if (!below.count(x)) return below;
+    return {};
+  }
+
+  // A column of the subquery s: a leaf's rid or column.
+  static std::string BelowName(const Region &reg, int side, int col) {
+    return reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
+  }
+
+  // e with its costly values over `below` replaced by the columns h<N> of s
+  // (their definitions over the leaves appended to defs).
+  ExprP Hoist(const Region &reg, const ExprP &e, const std::set<int> &below, std::vector<std::string> &defs,
+              std::map<std::string, std::string> &names) const {
+    if (!e || e->kind == ExprKind::Case || e->kind == ExprKind::Sublink) return e;
+    if (Movable(e, below)) {
+      std::string sql = Sql(e, [&](int side, int col) { return LeafCol(reg, side, col); });
+      auto it = names.find(sql);
+      if (it == names.end()) {
+        std::string n = "h" + std::to_string(names.size());
+        it = names.emplace(sql, n).first;
+        defs.push_back(sql + " AS " + n);
+      }
+      auto c = std::make_shared<Expr>();
+      c->kind = ExprKind::Const;
+      c->type = e->type;
+      c->text = "s." + it->second;
+      return c;
+    }
+    if (e->args.empty()) return e;
+    auto c = std::make_shared<Expr>(*e);
+    for (auto &a : c->args) a = Hoist(reg, a, below, defs, names);
+    return c;
+  }
+
+  // A leaf column read above the split: through s for the leaves below.
+  Resolver Above(const Region &reg, const std::set<int> &below) const {
+    return [this, &reg, below](int side, int col) {
+      return below.count(side) ? "s." + BelowName(reg, side, col) : LeafCol(reg, side, col);
+    };
+  }
+
+  // FROM ... WHERE ... (without FROM) of region reg split at `below`: s has
+  // the rids of its leaves, their columns `cols` (and those the other leaves
+  // are joined on) and `defs`; wrap(subquery) names it s (and may add layers).
+  std::string SplitFrom(const Region &reg, const std::set<int> &below, std::set<std::pair<int, int>> cols,
+                        const std::vector<std::string> &defs,
+                        const std::function<std::string(const std::string &)> &wrap) const {
+    Resolver leaf = [&](int side, int col) { return LeafCol(reg, side, col); };
+    std::vector<std::string> sel, sfrom, rfrom, swhere, rwhere, cross;
+    std::vector<ExprP> cross_conds;
+    for (const auto &c : reg.conds) {
+      std::set<int> ls = LeafSides(c);
+      int in = 0;
+      for (int x : ls) in += below.count(x) ? 1 : 0;
+      if (in == static_cast<int>(ls.size()))
+        swhere.push_back(Sql(c, leaf));
+      else if (in == 0)
+        rwhere.push_back(Sql(c, leaf));
+      else
+        cross_conds.push_back(c), CollectCols(c, cols);
+    }
+    for (size_t k = 0; k < reg.leaves.size(); k++) {
+      int side = kLeafSide + static_cast<int>(k);
+      if (below.count(side)) {
+        sfrom.push_back(LeafFrom(reg.leaves[k], reg.Alias(static_cast<int>(k))));
+        sel.push_back(LeafCol(reg, side, -1) + " AS " + BelowName(reg, side, -1));
+      } else {
+        rfrom.push_back(LeafFrom(reg.leaves[k], reg.Alias(static_cast<int>(k))));
+      }
+    }
+    for (const auto &[side, col] : cols)
+      if (below.count(side) && col >= 0) sel.push_back(LeafCol(reg, side, col) + " AS " + BelowName(reg, side, col));
+    sel.insert(sel.end(), defs.begin(), defs.end());
+    std::vector<std::string> exists = rwhere;
+    for (const auto &c : cross_conds) exists.push_back(Sql(c, leaf)), cross.push_back(Sql(c, Above(reg, below)));
+    swhere.push_back("EXISTS (SELECT 1 FROM " + Join(rfrom, ", ") +
+                     (exists.empty() ? "" : " WHERE " + Join(exists, " AND ")) + ")");
+    std::string sub = "(SELECT " + Join(sel, ", ") + " FROM " + Join(sfrom, ", ") + " WHERE " + Join(swhere, " AND ") +
+                      " OFFSET 0)";
+    rwhere.insert(rwhere.end(), cross.begin(), cross.end());
+    return wrap(sub) + ", " + Join(rfrom, ", ") + (rwhere.empty() ? "" : " WHERE " + Join(rwhere, " AND "));
   }
 
   static bool MinAble(const ExprP &e) {
@@ -1186,19 +1345,36 @@ class Builder {
       case RelKind::Aggregate: {
         Region reg = Compile(r->inputs[0].get(), false);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
+        std::vector<ExprP> ecols = reg.item.cols;
+        std::string from = reg.item.from + Where(reg, reg.item.pending);
+        std::vector<ExprP> read(ecols.begin(), ecols.begin() + r->nkeys);
+        for (const auto &a : r->aggs)
+          if (a.arg >= 0) read.push_back(ecols[a.arg]);
+        std::set<int> below = BelowSides(reg, read);
+        if (!below.empty()) {  // see Below
+          std::vector<std::string> defs;
+          std::map<std::string, std::string> names;
+          std::set<std::pair<int, int>> used;
+          for (auto &e : ecols) e = Hoist(reg, e, below, defs, names);
+          for (int k = 0; k < r->nkeys; k++) CollectCols(ecols[k], used);
+          for (const auto &a : r->aggs)
+            if (a.arg >= 0) CollectCols(ecols[a.arg], used);
+          from = SplitFrom(reg, below, used, defs, [](const std::string &sub) { return sub + " s"; });
+          res = Above(reg, below);
+        }
         std::vector<std::string> cols, keys;
         cols.push_back(r->nkeys > 0 ? "row_number() OVER () AS rid" : "1::bigint AS rid");
         for (int k = 0; k < r->nkeys; k++) {
-          cols.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
+          cols.push_back(Sql(ecols[k], res) + " AS " + C(k));
           keys.push_back(std::to_string(k + 2));  // select-list position
         }
         for (size_t k = 0; k < r->aggs.size(); k++) {
           const AggCall &a = r->aggs[k];
-          std::string arg = a.arg < 0 ? "*" : Sql(reg.item.cols[a.arg], res);
+          std::string arg = a.arg < 0 ? "*" : Sql(ecols[a.arg], res);
           cols.push_back(a.fn + "(" + arg + ") AS " + C(r->nkeys + static_cast<int>(k)));
           if (a.fn == "avg") cols.push_back("count(" + arg + ") AS n" + std::to_string(k));
         }
-        sql = "SELECT " + Join(cols, ", ") + " FROM " + reg.item.from + Where(reg, reg.item.pending);
+        sql = "SELECT " + Join(cols, ", ") + " FROM " + from;
         if (!keys.empty()) sql += " GROUP BY " + Join(keys, ", ");
         regions_[r] = reg;
         break;
@@ -1820,7 +1996,11 @@ class Builder {
         // Each group's saved row and its cotangent, joined first (a few rows
         // per group), so that the region's rows are probed once.
         std::string grp = Groups(r);
-        Lets lets(*this, "r", res);
+        std::vector<ExprP> read;
+        for (int o : bc) read.push_back(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg]);
+        std::set<int> below = BelowSides(reg, read);  // see Below
+        Lets under(*this, "s", [&](int side, int col) { return "s." + BelowName(reg, side, col); }, "h");
+        Lets lets(*this, "r", res, "v", below.empty() ? nullptr : &under, below);
         Terms terms;
         std::vector<Deferred> deferred;
         for (int o : bc) {
@@ -1854,8 +2034,22 @@ class Builder {
                         "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
           Backprop(arg, adj, lets, LeafActivity(reg), terms, "", &deferred);
         }
-        std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + reg.item.from +
-                                                  Where(reg, reg.item.pending) + " OFFSET 0)");
+        std::string from = reg.item.from + Where(reg, reg.item.pending);
+        if (!below.empty()) {
+          Resolver above = Above(reg, below);
+          sel.clear();
+          for (size_t k = 0; k < reg.leaves.size(); k++)
+            sel.push_back(above(kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
+          for (const auto &[side, col] : used)
+            if (col >= 0) sel.push_back(above(side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
+          for (int k = 0; k < r->nkeys; k++) {
+            sel.push_back(Sql(reg.item.cols[k], above) + " AS k" + std::to_string(k));
+            CollectCols(reg.item.cols[k], used);
+          }
+          for (const auto &n : under.Names()) sel.push_back("s." + n + " AS " + n);
+          from = SplitFrom(reg, below, used, {}, [&](const std::string &sub) { return under.Wrap(sub); });
+        }
+        std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + from + " OFFSET 0)");
         if (r->nkeys == 0) {
           source += " CROSS JOIN " + grp;
         } else {

@@ -353,6 +353,38 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   EXPECT_EQ(p.sql.find("min(q.x"), std::string::npos) << p.sql;
 }
 
+// A costly value that reads only x is computed once per row of x, below the
+// join with w that repeats x's rows, forward and backward; a subquery keeps
+// only the rows of x that w matches (the forward computes nothing else).
+// Where the other leaves are determined by the value's (a saved aggregate
+// joined on its key), nothing is repeated and the region stays whole.
+TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 1});
+  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP pre = Project(j, {Col(3, kI4), Call("mul", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
+  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
+  Program p = BuildGradientProgram(Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  // forward: exp in the subquery over x, read above the join as s.h0
+  EXPECT_NE(p.sql.find("exp(a0.c2) AS h0 FROM f1 a0 WHERE EXISTS (SELECT 1 FROM f2 a1 WHERE (a0.c1 = a1.c0))"),
+            std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("sum((s.h0 * a1.c1))"), std::string::npos) << p.sql;
+  // backward: the layer over x computes it, the pass over the join reads it
+  EXPECT_NE(p.sql.find("(SELECT s.*, exp(s.a0_c2) AS h0 FROM (SELECT a0.rid AS a0_rid"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("s.h0 AS h0 FROM"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("exp(r."), std::string::npos) << p.sql;
+
+  // exp(y.val) over y JOIN pred ON pred.c0 = y.s: pred is determined by y
+  RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
+  pred = Aggregate(Project(j, {Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
+  RelP yj = Join(y, pred, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
+  p = BuildGradientProgram(
+      Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("EXISTS"), std::string::npos) << p.sql;
+}
+
 // The contraction transpose: with only w receiving gradient, w's adjoint in
 // sum(x.val * w.val) ... GROUP BY x.s is x joined with the cotangents on the
 // key (x.s), summed by what w is compared with (x.f), and only then joined
