@@ -5,7 +5,7 @@ DATA = ddx--0.1.sql
 PGFILEDESC = "ddx - differentiable SQL"
 
 OBJS = src/ddx.o \
-       src/core/rules.o src/core/program.o \
+       src/core/rules.o src/core/program.o src/core/shift.o \
        src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o
 
 PG_CPPFLAGS = -I$(srcdir)/include

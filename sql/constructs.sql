@@ -77,6 +77,12 @@ SELECT check_grad($$WITH e AS (SELECT x.s, x.f, exp(x.val * w.val) AS e FROM x J
   z AS (SELECT s, sum(e) AS z FROM e GROUP BY s),
   p AS (SELECT e.s, e.f, e.e / z.z AS p FROM e JOIN z ON z.s = e.s)
   SELECT sum(p.p * y.val * y.val) FROM p JOIN y ON y.s <= p.s$$);
+-- log-sum-exp by GROUP BY: its max held constant; an exp(z - max) that is not normalized keeps it
+SELECT check_grad($$WITH m AS (SELECT x.s, max(x.val * w.val) m FROM x JOIN w ON x.f = w.f GROUP BY x.s),
+  e AS (SELECT x.s, exp(x.val * w.val - m.m) e FROM x JOIN w ON x.f = w.f JOIN m ON m.s = x.s)
+  SELECT sum(m.m + ln(z.z)) FROM m JOIN (SELECT s, sum(e) z FROM e GROUP BY s) z ON z.s = m.s$$);
+SELECT check_grad($$WITH m AS (SELECT x.s, max(x.val * w.val) m FROM x JOIN w ON x.f = w.f GROUP BY x.s)
+  SELECT sum(exp(x.val * w.val - m.m)) FROM x JOIN w ON x.f = w.f JOIN m ON m.s = x.s$$);
 CREATE TABLE wl (f int, val float8);
 INSERT INTO wl VALUES (1, 0.5), (7, -1.0);
 WITH loss AS (SELECT sum(ln(wl.val) * x.val) AS l FROM wl JOIN x ON x.f = wl.f)

@@ -21,6 +21,11 @@ SELECT check_grad($$SELECT sum(p * p * coalesce(g, 3)) FROM
   (SELECT g, e / sum(e) OVER (PARTITION BY g) AS p FROM (SELECT g, exp(val - max(val) OVER (PARTITION BY g)) AS e FROM ws) t) s$$);
 SELECT check_grad($$SELECT -avg(lp) FROM
   (SELECT val - m - ln(sum(exp(val - m)) OVER (PARTITION BY g)) AS lp FROM (SELECT g, val, max(val) OVER (PARTITION BY g) AS m FROM ws) t) s$$);
+-- the max above is held constant (the loss cannot see it); not where exp(val - max) is
+-- not normalized, and a min serves as well as a max
+SELECT check_grad($$SELECT sum(e * e) FROM (SELECT exp(val - max(val) OVER (PARTITION BY g)) AS e FROM ws) t$$);
+SELECT check_grad($$SELECT sum(p * p * coalesce(g, 3)) FROM
+  (SELECT g, e / sum(e) OVER (PARTITION BY g) AS p FROM (SELECT g, exp(val - min(val) OVER (PARTITION BY g)) AS e FROM ws) t) s$$);
 -- softmax probabilities sum to one in each partition: the gradient of Σ p is 0
 WITH loss AS (SELECT sum(p) AS l FROM (SELECT exp(val) / sum(exp(val)) OVER (PARTITION BY g) AS p FROM ws) s)
 SELECT g, val, abs(grad('loss', val)) < 1e-12 AS zero FROM ws ORDER BY g, val;

@@ -30,6 +30,7 @@
 #include <set>
 
 #include "ddx/core/rules.h"
+#include "ddx/core/shift.h"
 
 namespace ddx {
 namespace {
@@ -213,6 +214,7 @@ class Builder {
   explicit Builder(const RelP &loss) : loss_(loss) {
     Visit(loss);
     CheckRanks();
+    held_ = HeldMaxima(loss.get(), order_);  // a softmax's max: constant (shift.h)
     for (Rel *r : order_) active_[r] = Activity(r);
     for (Rel *r : order_) notnull_[r] = NotNull(r);
     DecideMaterialized();
@@ -542,6 +544,8 @@ class Builder {
         break;
       }
     }
+    for (const auto &[rel, col] : held_)
+      if (rel == r) act[col] = false;
     return act;
   }
 
@@ -2076,6 +2080,7 @@ class Builder {
   std::set<const Rel *> mat_;
   std::set<const Rel *> direct_;  // scans read in place (rid = ctid)
   std::map<const Rel *, std::vector<bool>> active_;
+  std::set<std::pair<const Rel *, int>> held_;  // max/min columns whose gradient is zero (shift.h)
   std::map<const Rel *, std::vector<bool>> notnull_;
   std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;

@@ -112,7 +112,7 @@ def relation(depth):
         t = R.choice(["p", "p", "d"])
         return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
     kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left",
-                     "window", "wsoftmax", "frame", "shift", "topk", "contract", "contract"])
+                     "window", "wsoftmax", "wlse", "frame", "shift", "topk", "contract", "contract"])
     a, pa = relation(depth - 1)
     if kind == "filter":
         cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
@@ -154,6 +154,13 @@ def relation(depth):
     if kind == "wsoftmax":
         return (f"SELECT q.k, q.g, q.e / sum(q.e) OVER (PARTITION BY q.g) AS v FROM "
                 f"(SELECT r.k, r.g, exp(r.v - max(r.v) OVER (PARTITION BY r.g)) AS e FROM ({a}) r) q"), pa
+    if kind == "wlse":
+        # a max that the loss cannot see (log-softmax: held constant, shift.h),
+        # and two it can (exp not normalized; normalized over other groups)
+        inner = f"SELECT r.k, r.g, r.v, {R.choice(['max', 'min'])}(r.v) OVER (PARTITION BY r.g) AS m FROM ({a}) r"
+        body = R.choice(["q.v - q.m - ln(sum(exp(q.v - q.m)) OVER (PARTITION BY q.g))", "exp(q.v - q.m)",
+                         "q.m + ln(sum(exp(q.v - q.m)) OVER (PARTITION BY q.k))"])
+        return f"SELECT q.k, q.g, {body} AS v FROM ({inner}) q", pa
     if kind == "exists":
         return (f"SELECT r.k, r.g, r.v FROM ({a}) r WHERE "
                 f"{R.choice(['', 'NOT '])}EXISTS (SELECT 1 FROM d WHERE d.k = r.k AND d.val > -1)"), pa
