@@ -65,6 +65,10 @@ WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON xt.n::text = w
 SELECT t, grad('loss', wt.val) FROM wt ORDER BY t;
 WITH loss AS (SELECT sum(xt.val * wt.val) AS l FROM xt JOIN wt ON (xt.j->>'k')::int = wt.k)
 SELECT k, grad('loss', wt.val) FROM wt ORDER BY k;
+-- both sides parameters (a self join), each transposed on its own; the
+-- inequality reads each side only through its group key
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT a.f, b.f AS f2, sum(a.val * b.val) z FROM w a JOIN w b ON a.f <= b.f GROUP BY a.f, b.f) g$$);
+SELECT check_grad($$SELECT sum(g.z * g.z) FROM (SELECT x.s, w.f, sum(x.val * w.val * w.val) z FROM x JOIN w ON x.f = w.f AND x.s <= w.f GROUP BY x.s, w.f) g$$);
 -- a costly value of one side, computed below the join that repeats it (once
 -- per row of w, not per pair): with a deferred factor, a group key, AVG, and
 -- a softmax over x's groups read by a join with y; a row of wl that joins

@@ -406,6 +406,28 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 }
 
+// Both sides parameters (attention's q·k): each side is transposed on its
+// own, and a condition that reads a side only through its group key (k.j <=
+// q.i, both keys) is checked on the cotangent's key instead, so that the
+// sum is by (i, c) and (j, c), not by every (i, j, c).
+TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
+  RelP q = Scan("public.q", {"i", "c", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP k = Scan("public.k", {"j", "c", "val"}, {kI4, kI4, kF8}, {-1, -1, 1});
+  RelP j = Join(q, k,
+                Opaque("($1 AND $2)",
+                       {Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(4, kI4)}, kBool),
+                        Opaque("($1 OPERATOR(pg_catalog.<=) $2)", {Col(3, kI4), Col(0, kI4)}, kBool)},
+                       kBool, "AND"));
+  RelP s = Aggregate(Project(j, {Col(0, kI4), Col(3, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
+                     {kI4, kI4, kF8});
+  Program p = BuildGradientProgram(Aggregate(Project(s, {Call("mul", {Col(2, kF8), Col(2, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.g0, q.oa1_c1) t JOIN f1 a0"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.g1, q.oa0_c1) t JOIN f2 a1"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("(r.a1_c0 OPERATOR(pg_catalog.<=) a.c0)"), std::string::npos) << p.sql;
+}
+
 // A key of w that the join equates with a column of x is joined with the
 // cotangents as that column (inside, with x), not grouped and matched with w
 // afterwards. Where every key comes from w and nothing equates it with x, x
