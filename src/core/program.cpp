@@ -60,6 +60,7 @@ using Terms = std::map<std::pair<int, int>, std::vector<std::string>>;  // (side
 struct Contrib {
   std::string sql;
   std::set<int> cols;
+  bool carries = false;  // its rows also have the relation's saved columns c<j> (see Carries)
 };
 
 [[noreturn]] void Internal(const std::string &what) {
@@ -1463,6 +1464,7 @@ class Builder {
     std::string sql;
     if (cs.size() == 1) {
       sql = cs[0].sql;
+      if (cs[0].carries) carried_.insert(r);
     } else {
       std::vector<std::string> parts, sums;
       for (const auto &c : cs) {
@@ -1490,9 +1492,24 @@ class Builder {
     return false;
   }
 
-  void Contribute(const Rel *to, std::string sql, std::set<int> cols) {
+  void Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries = false) {
     if (cols.empty() || !AnyActive(to)) return;
-    contribs_[to].push_back({std::move(sql), std::move(cols)});
+    contribs_[to].push_back({std::move(sql), std::move(cols), carries});
+  }
+
+  // An aggregate whose cotangent may carry its saved columns c<j> beside
+  // rid and d<j>, so that Groups reads the cotangent alone: joined with the
+  // saved rows on rid, without statistics, the planner estimated the
+  // matmul's 80k groups at 32M rows and hashed the other side of the next
+  // join instead (in two batches). A reader whose rows are the aggregate's
+  // rows one to one (a `once` contribution, the transposed rule's final
+  // join) adds them; with one such reader the cotangent is that query.
+  // (Averages' counts n<k> are not carried: such aggregates keep the join.)
+  static bool Carries(const Rel *r) {
+    if (r->kind != RelKind::Aggregate || r->nkeys == 0) return false;
+    for (const auto &a : r->aggs)
+      if (a.fn == "avg") return false;
+    return true;
   }
 
   // Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
@@ -1520,10 +1537,15 @@ class Builder {
           outer.push_back((once ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
           cs.insert(col);
         }
+        bool carry = once && value && Carries(reg.leaves[k]);
+        for (size_t j = 0; carry && j < reg.leaves[k]->cols.size(); j++) {
+          inner.push_back(value(kLeafSide + k, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
+          outer.push_back("q." + C(static_cast<int>(j)));
+        }
         Contribute(reg.leaves[k],
                    "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
                        ") q WHERE q.rid IS NOT NULL" + (once ? "" : " GROUP BY q.rid"),
-                   cs);
+                   cs, carry);
       }
       return;
     }
@@ -1672,12 +1694,14 @@ class Builder {
   // An aggregate's saved rows with their cotangents (alias a: a.c<j>, a.bd<j>).
   // Also each group key k as h<k> for KeyEq (see KeyCols).
   std::string Groups(const Rel *r) const {
+    bool carried = carried_.count(r) > 0;
     std::vector<std::string> ab{"a.*"};
-    for (int o : bcols_.at(r)) ab.push_back("b." + D(o) + " AS b" + D(o));
+    for (int o : bcols_.at(r)) ab.push_back((carried ? "a." : "b.") + D(o) + " AS b" + D(o));
     for (int k = 0; k < r->nkeys; k++) {
       std::vector<std::string> kc = KeyCols(r, k, "a." + C(k), "h" + std::to_string(k));
       if (kc.size() > 1) ab.insert(ab.end(), kc.begin(), kc.end());
     }
+    if (carried) return "(SELECT " + Join(ab, ", ") + " FROM " + B(r) + " a OFFSET 0) a";
     return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid OFFSET 0) a";
   }
 
@@ -1764,7 +1788,8 @@ class Builder {
     }
     if (out.empty()) return false;
     size_t i = 0;
-    for (int L : active) Contribute(reg.leaves[L - kLeafSide], out[i].first, out[i].second), i++;
+    for (int L : active)
+      Contribute(reg.leaves[L - kLeafSide], out[i].first, out[i].second, Carries(reg.leaves[L - kLeafSide])), i++;
     return true;
   }
 
@@ -1920,9 +1945,16 @@ class Builder {
                                                                                         Join(on, " AND "));
     std::string pre = "SELECT " + Join(qout, ", ") + " FROM (SELECT " + Join(qsel, ", ") + source + ") q" +
                       (gcols.empty() ? "" : " GROUP BY " + Join(gcols, ", "));
+    // (a saved aggregate's columns, for its cotangent to carry: see Carries)
+    const Rel *leaf = reg.leaves[L - kLeafSide];
+    std::vector<std::string> by{"1"};
+    for (size_t j = 0; Carries(leaf) && j < leaf->cols.size(); j++) {
+      tsel.push_back(inside(L, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
+      by.push_back(std::to_string(tsel.size()));
+    }
     std::string sql = "SELECT " + Join(tsel, ", ") + " FROM (" + pre + ") t " +
-                      (fon.empty() ? "CROSS JOIN " : "JOIN ") + LeafFrom(reg.leaves[L - kLeafSide], reg.Alias(L - kLeafSide)) +
-                      (fon.empty() ? "" : " ON " + Join(fon, " AND ")) + " GROUP BY 1";
+                      (fon.empty() ? "CROSS JOIN " : "JOIN ") + LeafFrom(leaf, reg.Alias(L - kLeafSide)) +
+                      (fon.empty() ? "" : " ON " + Join(fon, " AND ")) + " GROUP BY " + Join(by, ", ");
     if (sql.find(mark) != std::string::npos) return "";
     return sql;
   }
@@ -2083,13 +2115,6 @@ class Builder {
         // the differentiated arguments read, and the keys.
         std::set<std::pair<int, int>> used;
         for (int o : bc) CollectCols(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg], used);
-        std::vector<std::string> sel;
-        for (size_t k = 0; k < reg.leaves.size(); k++)
-          sel.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
-        for (const auto &[side, col] : used)
-          if (col >= 0) sel.push_back(LeafCol(reg, side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
-        for (int k = 0; k < r->nkeys; k++)
-          for (const auto &c : KeyCols(r, k, Sql(reg.item.cols[k], inside), "k" + std::to_string(k))) sel.push_back(c);
         // Each group's saved row and its cotangent, joined first (a few rows
         // per group), so that the region's rows are probed once.
         std::string grp = Groups(r);
@@ -2131,18 +2156,26 @@ class Builder {
                         "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
           Backprop(arg, adj, lets, LeafActivity(reg), terms, "", &deferred);
         }
+        // The region's rows carry the leaf rids, the leaf columns the keys and
+        // the differentiated arguments read (all of a leaf's whose cotangent
+        // carries them, see Carries), and the keys.
+        std::set<int> to;
+        for (const auto &[key, t] : terms) to.insert(key.first);
+        if (to.size() == 1 && deferred.empty() && Carries(reg.leaves[*to.begin() - kLeafSide]))
+          for (size_t j = 0; j < reg.leaves[*to.begin() - kLeafSide]->cols.size(); j++)
+            used.insert({*to.begin(), static_cast<int>(j)});
+        Resolver at = below.empty() ? inside : Above(reg, below);
+        std::vector<std::string> sel;
+        for (size_t k = 0; k < reg.leaves.size(); k++)
+          sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
+        for (const auto &[side, col] : used)
+          if (col >= 0) sel.push_back(at(side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
+        for (int k = 0; k < r->nkeys; k++) {
+          for (const auto &c : KeyCols(r, k, Sql(reg.item.cols[k], at), "k" + std::to_string(k))) sel.push_back(c);
+          CollectCols(reg.item.cols[k], used);
+        }
         std::string from = reg.item.from + Where(reg, reg.item.pending);
         if (!below.empty()) {
-          Resolver above = Above(reg, below);
-          sel.clear();
-          for (size_t k = 0; k < reg.leaves.size(); k++)
-            sel.push_back(above(kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
-          for (const auto &[side, col] : used)
-            if (col >= 0) sel.push_back(above(side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
-          for (int k = 0; k < r->nkeys; k++) {
-            for (const auto &c : KeyCols(r, k, Sql(reg.item.cols[k], above), "k" + std::to_string(k))) sel.push_back(c);
-            CollectCols(reg.item.cols[k], used);
-          }
           for (const auto &n : under.Names()) sel.push_back("s." + n + " AS " + n);
           from = SplitFrom(reg, below, used, {}, [&](const std::string &sub) { return under.Wrap(sub); });
         }
@@ -2170,6 +2203,7 @@ class Builder {
   std::set<const Rel *> direct_;  // scans read in place (rid = ctid)
   std::map<const Rel *, std::vector<bool>> active_;
   std::set<std::pair<const Rel *, int>> held_;  // max/min columns whose gradient is zero (shift.h)
+  std::set<const Rel *> carried_;                 // cotangents with their saved columns (Carries)
   std::map<const Rel *, std::vector<bool>> notnull_;
   std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;
