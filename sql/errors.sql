@@ -58,6 +58,11 @@ WITH loss AS (SELECT sum(val) FROM (SELECT val FROM w INTERSECT SELECT val FROM 
 \echo :LAST_ERROR_SQLSTATE
 PREPARE p(float8) AS WITH loss AS (SELECT sum(val * $1) FROM w) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
+-- constructs the loss cannot contain are named as the user wrote them
+WITH loss AS (SELECT sum((ARRAY[val, 2 * val])[1]) FROM w) SELECT grad('loss', val) FROM w;
+\echo :LAST_ERROR_SQLSTATE
+WITH loss AS (SELECT sum((ROW(val, f)::record = ROW(1.0::float8, 1))::int * val) FROM w) SELECT grad('loss', val) FROM w;
+\echo :LAST_ERROR_SQLSTATE
 -- a refusal only where gradient reaches: the same constructs off the gradient path work
 WITH loss AS (SELECT sum(val * (SELECT stddev(x.val) FROM x)) FROM w WHERE name = upper(name) OR f > 0)
 SELECT f, round(grad('loss', val)::numeric, 12) FROM w ORDER BY f;

@@ -51,6 +51,40 @@ struct Translator::Ctx {
 
 namespace {
 
+// What a user wrote, for an expression node the loss cannot contain.
+std::string UnsupportedName(const Node *n) {
+  switch (nodeTag(n)) {
+    case T_SubscriptingRef:
+      return "a subscript (x[i])";
+    case T_FieldSelect:
+      return "a field of a composite value ((x).f)";
+    case T_FieldStore:
+      return "an assignment to a field of a composite value";
+    case T_RowExpr:
+      return "a row constructor (ROW(...) or (a, b))";
+    case T_RowCompareExpr:
+      return "a row comparison ((a, b) < (c, d))";
+    case T_ArrayCoerceExpr:
+      return "a cast of an array";
+    case T_ConvertRowtypeExpr:
+      return "a cast of a row type";
+    case T_CollateExpr:
+      return "a COLLATE clause";
+    case T_SQLValueFunction:
+      return "a special value function (CURRENT_DATE, CURRENT_USER, ...)";
+    case T_XmlExpr:
+      return "an XML expression";
+    case T_CoerceToDomain:
+      return "a cast to a domain";
+    case T_NextValueExpr:
+      return "a sequence's next value";
+    case T_GroupingFunc:
+      return "GROUPING()";
+    default:
+      return "an expression of node type " + std::to_string(static_cast<int>(nodeTag(n)));
+  }
+}
+
 [[noreturn]] void Refuse(const std::string &what, const std::string &detail = "", const std::string &hint = "") {
   throw Error(sqlstate::kFeatureNotSupported, what, detail, hint);
 }
@@ -1162,7 +1196,9 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       Refuse("window function in this position of the loss");
     }
     default:
-      Refuse("expression of kind " + std::to_string(static_cast<int>(nodeTag(n))) + " is not supported in the loss");
+      Refuse(UnsupportedName(n) + " is not supported in the loss", "",
+             "Compute it in a query of its own (a table or a CTE outside the loss), or rewrite it with "
+             "operators, functions and CASE.");
   }
 }
 
