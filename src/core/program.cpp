@@ -1017,22 +1017,15 @@ class Builder {
     }
   }
 
-  // The leaves of `sides` whose rids determine the others' in every row of
-  // the region: a saved aggregate joined (inner or left) on all its group
-  // keys to values of other leaves of the set has at most one matching row.
   // The equalities (both ways round) among the top-level conjuncts of conds.
   static std::vector<std::pair<ExprP, ExprP>> Equalities(const std::vector<ExprP> &conds) {
     std::vector<std::pair<ExprP, ExprP>> eqs;
-    std::function<void(const ExprP &)> conj = [&](const ExprP &e) {
-      if (!e || e->kind != ExprKind::Opaque) return;
-      if (e->name == "AND") {
-        for (const auto &a : e->args) conj(a);
-      } else if ((e->name == "=" || e->text == "($1 OPERATOR(pg_catalog.=) $2)") && e->args.size() == 2) {
+    for (const auto &e : Conjuncts(conds))
+      if (e->kind == ExprKind::Opaque && (e->name == "=" || e->text == "($1 OPERATOR(pg_catalog.=) $2)") &&
+          e->args.size() == 2) {
         eqs.push_back({e->args[0], e->args[1]});
         eqs.push_back({e->args[1], e->args[0]});
       }
-    };
-    for (const auto &c : conds) conj(c);
     return eqs;
   }
 
@@ -1060,6 +1053,16 @@ class Builder {
     return kTypes.count(t.sql) > 0;
   }
 
+  // Every leaf of the region, as sides.
+  static std::set<int> Sides(const Region &reg) {
+    std::set<int> all;
+    for (size_t k = 0; k < reg.leaves.size(); k++) all.insert(kLeafSide + static_cast<int>(k));
+    return all;
+  }
+
+  // The leaves of `sides` whose rids determine the others' in every row of
+  // the region: a saved aggregate joined (inner or left) on all its group
+  // keys to values of other leaves of the set has at most one matching row.
   static std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
     std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
     std::set<int> roots = sides;
@@ -1111,8 +1114,7 @@ class Builder {
     if (reg.outer || reg.leaves.size() < 2) return {};
     for (const auto &c : reg.conds)
       if (HasSublink(c)) return {};
-    std::set<int> all;
-    for (size_t k = 0; k < reg.leaves.size(); k++) all.insert(kLeafSide + static_cast<int>(k));
+    std::set<int> all = Sides(reg);
     std::set<int> roots = Roots(reg, all), below;
     std::function<void(const ExprP &)> walk = [&](const ExprP &e) {
       if (!e || e->kind == ExprKind::Case || e->kind == ExprKind::Sublink) return;
@@ -1133,8 +1135,9 @@ class Builder {
     return {};
   }
 
-  // A column of the subquery s: a leaf's rid or column.
-  static std::string BelowName(const Region &reg, int side, int col) {
+  // A leaf's rid or column as a column of a subquery over the region (the
+  // backward's r, the split's s): a<k>_rid, a<k>_c<j>.
+  static std::string FlatName(const Region &reg, int side, int col) {
     return reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
   }
 
@@ -1166,7 +1169,7 @@ class Builder {
   // A leaf column read above the split: through s for the leaves below.
   Resolver Above(const Region &reg, const std::set<int> &below) const {
     return [this, &reg, below](int side, int col) {
-      return below.count(side) ? "s." + BelowName(reg, side, col) : LeafCol(reg, side, col);
+      return below.count(side) ? "s." + FlatName(reg, side, col) : LeafCol(reg, side, col);
     };
   }
 
@@ -1194,13 +1197,13 @@ class Builder {
       int side = kLeafSide + static_cast<int>(k);
       if (below.count(side)) {
         sfrom.push_back(LeafFrom(reg.leaves[k], reg.Alias(static_cast<int>(k))));
-        sel.push_back(LeafCol(reg, side, -1) + " AS " + BelowName(reg, side, -1));
+        sel.push_back(LeafCol(reg, side, -1) + " AS " + FlatName(reg, side, -1));
       } else {
         rfrom.push_back(LeafFrom(reg.leaves[k], reg.Alias(static_cast<int>(k))));
       }
     }
     for (const auto &[side, col] : cols)
-      if (below.count(side) && col >= 0) sel.push_back(LeafCol(reg, side, col) + " AS " + BelowName(reg, side, col));
+      if (below.count(side) && col >= 0) sel.push_back(LeafCol(reg, side, col) + " AS " + FlatName(reg, side, col));
     sel.insert(sel.end(), defs.begin(), defs.end());
     std::vector<std::string> exists = rwhere;
     for (const auto &c : cross_conds) exists.push_back(Sql(c, leaf)), cross.push_back(Sql(c, Above(reg, below)));
@@ -1525,9 +1528,7 @@ class Builder {
       // no join) is in at most one row of the source (every rule joins a
       // region row with one cotangent): nothing to sum. Attention's z = Σ e:
       // a GROUP BY of 33k rows into 33k groups.
-      std::set<int> all;
-      for (size_t k = 0; k < reg.leaves.size(); k++) all.insert(kLeafSide + static_cast<int>(k));
-      std::set<int> roots = Roots(reg, all);
+      std::set<int> roots = Roots(reg, Sides(reg));
       for (const auto &[k, cols] : per_leaf) {
         bool once = roots == std::set<int>{kLeafSide + k};
         std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
@@ -1748,8 +1749,8 @@ class Builder {
   }
 
   // The contraction transpose with the sum moved below the join (eager
-  // aggregation). When one leaf L of an aggregate's region (inner joins
-  // only) receives all of the gradient and its terms read no value of L,
+  // aggregation). For each leaf L of an aggregate's region (inner joins
+  // only) that receives gradient, when L's terms read no value of L,
   // L's adjoint, a sum over the region's rows (l, o) of term(o, cotangent of
   // the row's group), is computed as the join of the other leaves O with the
   // cotangents, summed by what L is compared with (O's columns in conditions
@@ -1807,10 +1808,7 @@ class Builder {
     };
     Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
     const std::string mark = "\x01";  // a value of L, which O ⋈ cotangents does not have
-    auto oname = [&](int side, int col) {
-      return reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
-    };
-    Resolver res = [&](int side, int col) { return side == L ? mark : "r." + oname(side, col); };
+    Resolver res = [&](int side, int col) { return side == L ? mark : "r." + FlatName(reg, side, col); };
 
     // Keys: of O (the cotangent's join) or of L (grouped, matched with L).
     auto eqs = Equalities(reg.conds);
@@ -1894,13 +1892,13 @@ class Builder {
     }
     if (!keyed) return "";
     for (const auto &[side, col] : ocols)
-      if (side != L) sel.push_back(inside(side, col) + " AS " + oname(side, col));
+      if (side != L) sel.push_back(inside(side, col) + " AS " + FlatName(reg, side, col));
     if (sel.empty()) sel.push_back("1 AS one");
     for (const auto &[side, col] : linkcols) {
-      qsel.push_back(res(side, col) + " AS o" + oname(side, col));
-      gcols.push_back("q.o" + oname(side, col));
+      qsel.push_back(res(side, col) + " AS o" + FlatName(reg, side, col));
+      gcols.push_back("q.o" + FlatName(reg, side, col));
     }
-    Resolver fin = [&](int side, int col) { return side == L ? inside(side, col) : "t.o" + oname(side, col); };
+    Resolver fin = [&](int side, int col) { return side == L ? inside(side, col) : "t.o" + FlatName(reg, side, col); };
     for (const auto &c : links) fon.push_back(Sql(c, fin));
 
     // Terms: sum's and avg's adjoints with the NULL test split between O
@@ -2118,9 +2116,7 @@ class Builder {
         const Region &reg = regions_.at(r);
         if (Transposed(r, reg)) return;
         Resolver inside = [&](int side, int col) { return LeafCol(reg, side, col); };
-        Resolver res = [&](int side, int col) {
-          return "r." + reg.Alias(side - kLeafSide) + (col < 0 ? std::string("_rid") : "_" + C(col));
-        };
+        Resolver res = [&](int side, int col) { return "r." + FlatName(reg, side, col); };
         // The region's rows carry the leaf rids, the leaf columns the keys and
         // the differentiated arguments read, and the keys.
         std::set<std::pair<int, int>> used;
@@ -2131,7 +2127,7 @@ class Builder {
         std::vector<ExprP> read;
         for (int o : bc) read.push_back(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg]);
         std::set<int> below = BelowSides(reg, read);  // see Below
-        Lets under(*this, "s", [&](int side, int col) { return "s." + BelowName(reg, side, col); }, "h");
+        Lets under(*this, "s", [&](int side, int col) { return "s." + FlatName(reg, side, col); }, "h");
         Lets lets(*this, "r", res, "v", below.empty() ? nullptr : &under, below);
         Terms terms;
         std::vector<Deferred> deferred;
@@ -2177,9 +2173,9 @@ class Builder {
         Resolver at = below.empty() ? inside : Above(reg, below);
         std::vector<std::string> sel;
         for (size_t k = 0; k < reg.leaves.size(); k++)
-          sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " + reg.Alias(k) + "_rid");
+          sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " + FlatName(reg, kLeafSide + static_cast<int>(k), -1));
         for (const auto &[side, col] : used)
-          if (col >= 0) sel.push_back(at(side, col) + " AS " + reg.Alias(side - kLeafSide) + "_" + C(col));
+          if (col >= 0) sel.push_back(at(side, col) + " AS " + FlatName(reg, side, col));
         for (int k = 0; k < r->nkeys; k++) {
           for (const auto &c : KeyCols(r, k, Sql(reg.item.cols[k], at), "k" + std::to_string(k))) sel.push_back(c);
           CollectCols(reg.item.cols[k], used);

@@ -64,7 +64,7 @@ void Equal(const ExprP &e, Classes &c) {
 
 class Prover {
  public:
-  Prover(const std::vector<Rel *> &order) : order_(order) {
+  explicit Prover(const std::vector<Rel *> &order) : order_(order) {
     for (Rel *r : order_) classes_[r] = ClassesOf(r);
   }
 

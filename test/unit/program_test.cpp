@@ -82,16 +82,29 @@ RelP Aggregate(RelP in, int nkeys, std::vector<AggCall> aggs, std::vector<Type> 
   return a;
 }
 
+// x(s, f, val) JOIN w(f, val) ON x.f = w.f; xparam, wparam: the val
+// columns' parameter indexes (-1: none).
+RelP XJoinW(int xparam, int wparam, std::vector<bool> x_notnull = {}) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, xparam});
+  x->notnull = std::move(x_notnull);
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, wparam});
+  return Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+}
+
+// SELECT key, sum(value) FROM in GROUP BY key
+RelP SumBy(const RelP &in, ExprP key, ExprP value) {
+  return Aggregate(Project(in, {std::move(key), std::move(value)}), 1, {{"sum", 1}}, {kI4, kF8});
+}
+
+// SELECT sum(c * c) FROM in
+RelP SumOfSquares(const RelP &in, int c) {
+  return Aggregate(Project(in, {Call("mul", {Col(c, kF8), Col(c, kF8)})}), 0, {{"sum", 0}}, {kF8});
+}
+
 // pred = SELECT x.s, sum(x.val * w.val) FROM x JOIN w ON x.f = w.f GROUP BY x.s
 // loss = SELECT sum(pred.z * pred.z) FROM pred
 RelP LinearLoss() {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP pre = Project(j, {Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})});
-  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
-  RelP sq = Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})});
-  return Aggregate(sq, 0, {{"sum", 0}}, {kF8});
+  return SumOfSquares(SumBy(XJoinW(-1, 0), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
 }
 
 TEST(Program, LinearModelProgramParsesAndHasOneStepPerRelation) {
@@ -255,7 +268,7 @@ Frame Rows(BoundKind s, std::string so, BoundKind e, std::string eo) {
 // mirrored frame: [j-2, j+1] forward, [k-1, k+2] backward.
 TEST(Program, WindowSumRunsTheTransposedFrame) {
   RelP win = WindowOver({"sum", 1, -1, "1"}, Rows(BoundKind::Preceding, "2", BoundKind::Following, "1"));
-  RelP loss = Aggregate(Project(win, {Call("mul", {Col(2, kF8), Col(2, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  RelP loss = SumOfSquares(win, 2);
   Program prog = BuildGradientProgram(loss);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("OVER (w ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING)"), std::string::npos) << prog.sql;
@@ -325,13 +338,8 @@ TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
   EXPECT_NE(p.sql.find("ON r.k0 = a.h0 AND r.k0n = a.h0n"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("COALESCE(a.c0, CAST(0 AS pg_catalog.int4)) AS h0, (a.c0) IS NULL AS h0n"), std::string::npos)
       << p.sql;
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
-  x->notnull = {true, false, false};
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP pred = Aggregate(Project(j, {Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
-  RelP l2 = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8});
-  p = BuildGradientProgram(l2);
+  RelP j = XJoinW(-1, 0, {true, false, false});
+  p = BuildGradientProgram(SumOfSquares(SumBy(j, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("ON r.k0 = a.c0"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("a.h0"), std::string::npos) << p.sql;
@@ -341,13 +349,8 @@ TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
 // adjoint is summed per row of x (its own grouping set, marked g0), not once
 // per joined row.
 TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 1});
-  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP pre = Project(j, {Col(0, kI4), Call("mul", {Call("tanh", {Col(2, kF8)}), Col(4, kF8)})});
-  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
-  RelP loss = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8});
-  Program p = BuildGradientProgram(loss);
+  RelP pred = SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Call("tanh", {Col(2, kF8)}), Col(4, kF8)}));
+  Program p = BuildGradientProgram(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("(q.g0, q.r0)"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("n.u0"), std::string::npos) << p.sql;  // the factor, at its grain
@@ -362,12 +365,9 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
 // Where the other leaves are determined by the value's (a saved aggregate
 // joined on its key), nothing is repeated and the region stays whole.
 TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 1});
-  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP pre = Project(j, {Col(3, kI4), Call("mul", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
-  RelP pred = Aggregate(pre, 1, {{"sum", 1}}, {kI4, kF8});
-  Program p = BuildGradientProgram(Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  RelP j = XJoinW(0, 1);
+  RelP pred = SumBy(j, Col(3, kI4), Call("mul", {Call("exp", {Col(2, kF8)}), Col(4, kF8)}));
+  Program p = BuildGradientProgram(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // forward: exp in the subquery over x, read above the join as s.h0
   EXPECT_NE(p.sql.find("exp(a0.c2) AS h0 FROM f1 a0 WHERE EXISTS (SELECT 1 FROM f2 a1 WHERE (a0.c1 = a1.c0))"),
@@ -380,7 +380,7 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
 
   // exp(y.val) over y JOIN pred ON pred.c0 = y.s: pred is determined by y
   RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
-  pred = Aggregate(Project(j, {Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
+  pred = SumBy(j, Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
   RelP yj = Join(y, pred, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
   p = BuildGradientProgram(
       Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
@@ -403,11 +403,7 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("GROUP BY q.oa0_c1) t JOIN f2 a1 ON (t.oa0_c1 = a1.c0) GROUP BY 1"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 1});
-  RelP j = Join(x, w, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP pred = Aggregate(Project(j, {Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
-  p = BuildGradientProgram(Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  p = BuildGradientProgram(SumOfSquares(SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 }
@@ -426,7 +422,7 @@ TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
                        kBool, "AND"));
   RelP s = Aggregate(Project(j, {Col(0, kI4), Col(3, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
                      {kI4, kI4, kF8});
-  Program p = BuildGradientProgram(Aggregate(Project(s, {Call("mul", {Col(2, kF8), Col(2, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  Program p = BuildGradientProgram(SumOfSquares(s, 2));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("GROUP BY q.g0, q.oa1_c1) t JOIN f1 a0"), std::string::npos) << p.sql;
@@ -451,7 +447,7 @@ TEST(Program, ContractionKeysOfTheParameterSide) {
     types.push_back(kF8);
     int n = static_cast<int>(keys.size());
     RelP pred = Aggregate(Project(j, cols), n, {{"sum", n}}, types);
-    return Aggregate(Project(pred, {Call("mul", {Col(n, kF8), Col(n, kF8)})}), 0, {{"sum", 0}}, {kF8});
+    return SumOfSquares(pred, n);
   };
   // GROUP BY x.s, w.f ON x.f = w.f: w.f is joined with the cotangents as x.f
   Program p = BuildGradientProgram(loss_by({0, 3}, "($1 OPERATOR(pg_catalog.=) $2)"));
@@ -487,28 +483,25 @@ TEST(Program, SoftmaxMaxIsHeldConstantOnlyWhereTheLossCannotSeeIt) {
   RelP mx = Aggregate(Project(x, {Col(0, kI4), Col(2, kF8)}), 1, {{"max", 1}}, {kI4, kF8});
   RelP e = Project(Join(x, mx, eq(0, 3)), {Col(0, kI4), Col(1, kI4), Call("exp", {Call("sub", {Col(2, kF8), Col(4, kF8)})})});
   RelP z = Aggregate(Project(e, {Col(0, kI4), Col(2, kF8)}), 1, {{"sum", 1}}, {kI4, kF8});
-  auto sum_sq = [](RelP in, int c) {
-    return Aggregate(Project(in, {Call("mul", {Col(c, kF8), Col(c, kF8)})}), 0, {{"sum", 0}}, {kF8});
-  };
   auto held = [](const RelP &loss) {
     Program p = BuildGradientProgram(loss);
     EXPECT_EQ(ParseError(p.sql), "") << p.sql;
     return p.sql.find("FILTER (WHERE") == std::string::npos;
   };
   RelP p = Project(Join(e, z, eq(0, 3)), {Col(0, kI4), Col(1, kI4), Call("div", {Col(2, kF8), Col(4, kF8)})});
-  EXPECT_TRUE(held(sum_sq(p, 2)));
+  EXPECT_TRUE(held(SumOfSquares(p, 2)));
   // log-sum-exp: m + ln(z), joined on the group
   RelP lse = Project(Join(mx, z, eq(0, 2)), {Col(0, kI4), Call("add", {Col(1, kF8), Call("ln", {Col(3, kF8)})})});
-  EXPECT_TRUE(held(sum_sq(lse, 1)));
+  EXPECT_TRUE(held(SumOfSquares(lse, 1)));
   // exp(val - m) not normalized: the loss moves with m
-  EXPECT_FALSE(held(sum_sq(e, 2)));
+  EXPECT_FALSE(held(SumOfSquares(e, 2)));
   // m + ln(z) of different groups (a cross join): the shifts do not cancel
   RelP cross = Project(Join(mx, z, nullptr), {Call("add", {Col(1, kF8), Call("ln", {Col(3, kF8)})})});
-  EXPECT_FALSE(held(sum_sq(cross, 0)));
+  EXPECT_FALSE(held(SumOfSquares(cross, 0)));
   // normalized by a sum over all groups: each group's shift differs
   RelP zall = Aggregate(Project(e, {Col(2, kF8)}), 0, {{"sum", 0}}, {kF8});
   RelP pall = Project(Join(e, zall, nullptr), {Call("div", {Col(2, kF8), Col(3, kF8)})});
-  EXPECT_FALSE(held(sum_sq(pall, 0)));
+  EXPECT_FALSE(held(SumOfSquares(pall, 0)));
   // a probability compared in a filter: the rows kept depend on the scale
   auto f = std::make_shared<Rel>(*p);
   f->kind = RelKind::Filter;
