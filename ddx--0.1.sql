@@ -393,7 +393,9 @@ END $$;
 -- step's name, kind (forward: a saved relation; backward: a cotangent or a
 -- shared pass over a region) and SQL; with run_analyze, each step's rows and the
 -- time until it was complete (ms, from the start of the program), measured by
--- running the program under the settings ddx runs it with.
+-- running the program under the settings ddx runs it with (with every step
+-- stored: a backward step that one later step reads is otherwise NOT
+-- MATERIALIZED, planned inside its reader).
 CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
 RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
 LANGUAGE plpgsql AS $$
@@ -416,8 +418,11 @@ BEGIN
            regexp_matches(o.v #>> '{}', 'ddx_grad_at\(''((?:[^'']|'''')*)''::text', 'g') m
   LOOP
     p := p + 1;
-    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS MATERIALIZED)');
+    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');
     IF run_analyze THEN
+      -- every step stored, so that each has its rows and time (a step that
+      -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
+      prog := replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED (');
       PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
       PERFORM set_config('jit', 'off', true);
       PERFORM set_config('enable_nestloop', 'off', true);

@@ -44,7 +44,9 @@ def timed(*sqls):
 def program_stats(grad_sql):
     """(steps, largest step rows) of the gradient program behind grad_sql."""
     prog = program_of(DB, grad_sql)
-    steps = len(re.findall(r"\b[fgbm][\d_]+ AS MATERIALIZED", prog))
+    steps = len(re.findall(r"\b[fgbm][\d_]+ AS (?:NOT )?MATERIALIZED", prog))
+    # every step stored, so that each has its rows (see ddx_explain)
+    prog = prog.replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
     plan = tm.psql(f"SET search_path = pg_catalog, pg_temp; {RUNNER}; EXPLAIN (ANALYZE, FORMAT JSON) {prog};", db=DB)
     tree = json.loads("\n".join("|".join(row) for row in plan))[0]["Plan"]
     largest = 0

@@ -24,7 +24,9 @@ def main():
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     path = sys.argv[4] if len(sys.argv) > 4 else "public"
     prog = program_of(db, grad_sql, path)
-    head = prog[:prog.index("\nSELECT z.toid")]
+    # every step stored, so that a prefix can count its rows (a step that
+    # one later step reads is otherwise planned inside it: NOT MATERIALIZED)
+    head = prog[:prog.index("\nSELECT z.toid")].replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
     ctes = re.split(r",\n(?=[fbm][0-9_]+ AS MATERIALIZED)", head[len("WITH "):])
     names = [c.split(" ")[0] for c in ctes]
     queries = []
