@@ -1562,33 +1562,64 @@ class Builder {
   // leaves (and whatever the caller joined), terms are per leaf column.
   void ContributeToLeaves(const Region &reg, const std::string &source, const Terms &terms,
                           const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
-                          const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr) {
+                          const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr,
+                          std::set<int> roots = {}) {
     std::map<int, std::map<int, std::string>> per_leaf;  // leaf -> col -> summed term
     for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
+    // A leaf that is the only root of the source's rows (`roots`: by default
+    // the region's; the others are saved aggregates joined on all their keys,
+    // at most one row each; one leaf: no join) is in at most one row of the
+    // source (every rule joins a region row with one cotangent): nothing to
+    // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups.
+    if (roots.empty()) roots = Roots(reg, Sides(reg));
+    int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
+    if (once >= 0 && per_leaf.size() > 1 && deferred.empty()) {
+      // Several leaves, one of them the only root: the source's rows stored
+      // as they are, that leaf's terms read from them, the others' summed by
+      // their rids (GROUPING SETS would also hash a set of as many groups as
+      // rows: attention's softmax backward, 33k rows into 33k groups beside
+      // 256 for z; program 957 -> 904 ms interleaved).
+      std::vector<std::string> cols;
+      for (const auto &[k, terms_k] : per_leaf) {
+        cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
+        for (const auto &[col, sum] : terms_k)
+          cols.push_back(sum + " AS t" + std::to_string(k) + "_" + std::to_string(col));
+      }
+      extra_ctes_->push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
+      for (const auto &[k, terms_k] : per_leaf) {
+        std::string rk = "r" + std::to_string(k);
+        std::vector<std::string> sel{rk + " AS rid"};
+        std::set<int> cs;
+        for (const auto &[col, sum] : terms_k) {
+          std::string t = "t" + std::to_string(k) + "_" + std::to_string(col);
+          sel.push_back((k == once ? t : "sum(" + t + ")") + " AS " + D(col));
+          cs.insert(col);
+        }
+        Contribute(reg.leaves[k],
+                   "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
+                       (k == once ? "" : " GROUP BY " + rk),
+                   cs);
+      }
+      return;
+    }
     if (per_leaf.size() < 2 && deferred.empty()) {
-      // A leaf that is the region's only root (the others are saved
-      // aggregates joined on all their keys, at most one row each; one leaf:
-      // no join) is in at most one row of the source (every rule joins a
-      // region row with one cotangent): nothing to sum. Attention's z = Σ e:
-      // a GROUP BY of 33k rows into 33k groups.
-      std::set<int> roots = Roots(reg, Sides(reg));
       for (const auto &[k, cols] : per_leaf) {
-        bool once = roots == std::set<int>{kLeafSide + k};
+        bool single = k == once;
         std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
         std::set<int> cs;
         for (const auto &[col, sum] : cols) {
           inner.push_back(sum + " AS " + D(col));
-          outer.push_back((once ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
+          outer.push_back((single ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
           cs.insert(col);
         }
-        bool carry = once && value && Carries(reg.leaves[k]);
+        bool carry = single && value && Carries(reg.leaves[k]);
         for (size_t j = 0; carry && j < reg.leaves[k]->cols.size(); j++) {
           inner.push_back(value(kLeafSide + k, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
           outer.push_back("q." + C(static_cast<int>(j)));
         }
         Contribute(reg.leaves[k],
                    "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-                       ") q WHERE q.rid IS NOT NULL" + (once ? "" : " GROUP BY q.rid"),
+                       ") q WHERE q.rid IS NOT NULL" + (single ? "" : " GROUP BY q.rid"),
                    cs, carry);
       }
       return;
@@ -1616,7 +1647,7 @@ class Builder {
         outer.push_back("sum(q." + t + ") AS " + t);
       }
     }
-    std::vector<std::set<int>> roots;
+    std::vector<std::set<int>> droots;  // each deferred factor's
     std::vector<bool> rejoin;
     for (size_t i = 0; i < deferred.size(); i++) {
       const Deferred &d = deferred[i];
@@ -1629,19 +1660,19 @@ class Builder {
       // min(): wide rows in the grouping sets' hash tables, which made
       // attention's spill.
       std::vector<std::string> cols;
-      roots.push_back(Roots(reg, d.leaves));
+      droots.push_back(Roots(reg, d.leaves));
       rejoin.push_back(!reg.outer);
       for (const auto &c : reg.conds)
         if (HasSublink(c)) rejoin.back() = false;
       for (int side : d.leaves)
-        if (roots.back().count(side)) cols.push_back("r" + std::to_string(side - kLeafSide));
+        if (droots.back().count(side)) cols.push_back("r" + std::to_string(side - kLeafSide));
       if (std::find(set_cols.begin(), set_cols.end(), cols) != set_cols.end()) {
         cols.insert(cols.begin(), "g" + is);
         key("1", "g" + is);
       }
       for (int side : d.leaves) {
         int k = side - kLeafSide;
-        if (roots.back().count(side)) {
+        if (droots.back().count(side)) {
           key(leaf_rid(k), "r" + std::to_string(k));
         } else if (!rejoin.back()) {
           std::string sn = "s" + std::to_string(k) + "_" + is;
@@ -1699,7 +1730,7 @@ class Builder {
       const Deferred &d = deferred[i];
       std::string is = std::to_string(i);
       std::string stage = "(SELECT * FROM " + shared_name + " WHERE gs = " + mask(set_cols[pos++]) + ")";
-      const std::set<int> &rt = roots[i];
+      const std::set<int> &rt = droots[i];
       if (rejoin[i]) {
         std::vector<std::string> cols{"n.*"}, from{stage + " n"}, where;
         for (int side : d.leaves) {
@@ -1736,7 +1767,8 @@ class Builder {
       Lets lets(*this, "n", grouped);
       Terms t;
       Backprop(d.expr, "n.u" + is, lets, LeafActivity(reg), t);
-      ContributeToLeaves(reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is);
+      // (the stage has one row per rid of its roots)
+      ContributeToLeaves(reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt);
     }
   }
 

@@ -523,6 +523,24 @@ namespace {
 // A softmax's max is held constant (shift.h) where the loss is provably
 // invariant under shifting it, and only there. The max's reverse rule shares
 // ties by a window of counts (FILTER): its absence shows the max is held.
+// A region pass over x JOIN z (z = sum by x.s, joined on all its keys: x is
+// the only root) sums no term of x: each row of x is one row of the pass.
+// With terms for z too, the pass is stored as it is and z's terms alone are
+// summed, not GROUPING SETS hashing a set of as many groups as rows.
+TEST(Program, TheOnlyRootsTermsAreNotSummed) {
+  auto eq = [](int a, int b) {
+    return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool);
+  };
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP z = Aggregate(Project(x, {Col(0, kI4), Call("exp", {Col(2, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
+  RelP p = Project(Join(x, z, eq(0, 3)), {Call("div", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
+  Program prog = BuildGradientProgram(SumOfSquares(p, 0));
+  EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
+  EXPECT_EQ(prog.sql.find("GROUPING SETS"), std::string::npos) << prog.sql;
+  EXPECT_NE(prog.sql.find("FROM m7 WHERE r0 IS NOT NULL)"), std::string::npos) << prog.sql;
+  EXPECT_NE(prog.sql.find("FROM m7 WHERE r1 IS NOT NULL GROUP BY r1"), std::string::npos) << prog.sql;
+}
+
 TEST(Program, SoftmaxMaxIsHeldConstantOnlyWhereTheLossCannotSeeIt) {
   auto eq = [](int a, int b) {
     return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool);
