@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import RUNNER, program_of, round_robin  # noqa: E402
+from common import RUNNER, all_stored, program_of, round_robin  # noqa: E402
 
 DB = "ddx_bench"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -45,8 +45,7 @@ def program_stats(grad_sql):
     """(steps, largest step rows) of the gradient program behind grad_sql."""
     prog = program_of(DB, grad_sql)
     steps = len(re.findall(r"\b[fgbm][\d_]+ AS (?:NOT )?MATERIALIZED", prog))
-    # every step stored, so that each has its rows (see ddx_explain)
-    prog = prog.replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
+    prog = all_stored(prog)
     plan = tm.psql(f"SET search_path = pg_catalog, pg_temp; {RUNNER}; EXPLAIN (ANALYZE, FORMAT JSON) {prog};", db=DB)
     tree = json.loads("\n".join("|".join(row) for row in plan))[0]["Plan"]
     largest = 0

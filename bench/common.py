@@ -1,5 +1,6 @@
 """What bench.py and steps.py share: the runner's settings, the program
-behind a gradient statement, and round-robin timing."""
+behind a gradient statement (and with every step stored), and round-robin
+timing."""
 import re
 import statistics
 import subprocess
@@ -18,6 +19,13 @@ def program_of(db, grad_sql, path=None):
     if not m:
         sys.exit("no gradient program in the plan: " + r.stdout[:300] + r.stderr[:300])
     return m.group(1).replace("''", "'")
+
+
+def all_stored(prog):
+    """prog with every step stored, so that each step has its rows (a step
+    that one later step reads is otherwise NOT MATERIALIZED, planned inside
+    its reader; ddx_explain does the same)."""
+    return prog.replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
 
 
 def round_robin(cur, queries, repeats):

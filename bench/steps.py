@@ -16,7 +16,7 @@ import sys
 
 import psycopg2
 
-from common import RUNNER, program_of, round_robin
+from common import RUNNER, all_stored, program_of, round_robin
 
 
 def main():
@@ -24,9 +24,7 @@ def main():
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     path = sys.argv[4] if len(sys.argv) > 4 else "public"
     prog = program_of(db, grad_sql, path)
-    # every step stored, so that a prefix can count its rows (a step that
-    # one later step reads is otherwise planned inside it: NOT MATERIALIZED)
-    head = prog[:prog.index("\nSELECT z.toid")].replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
+    head = all_stored(prog[:prog.index("\nSELECT z.toid")])  # (a prefix counts each step's rows)
     ctes = re.split(r",\n(?=[fbm][0-9_]+ AS MATERIALIZED)", head[len("WITH "):])
     names = [c.split(" ")[0] for c in ctes]
     queries = []

@@ -301,21 +301,29 @@ class Builder {
   // reference is a whole word of the program text; a user's column of the
   // same name would only keep a step stored.
   static void Stream(std::vector<std::string> &ctes, int from, const std::string &tail) {
-    auto words = [](const std::string &text, const std::string &w) {
-      size_t n = 0;
-      auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-      for (size_t at = text.find(w); at != std::string::npos; at = text.find(w, at + 1))
-        if ((at == 0 || !ident(text[at - 1])) && (at + w.size() == text.size() || !ident(text[at + w.size()]))) n++;
-      return n;
+    // every identifier of the program, counted in one pass (a step's own
+    // definition is one of its name's occurrences)
+    std::map<std::string, size_t> count;
+    auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    auto scan = [&](const std::string &text) {
+      for (size_t at = 0; at < text.size();) {
+        if (!ident(text[at])) {
+          at++;
+          continue;
+        }
+        size_t end = at;
+        while (end < text.size() && ident(text[end])) end++;
+        count[text.substr(at, end - at)]++;
+        at = end;
+      }
     };
+    for (const auto &c : ctes) scan(c);
+    scan(tail);
     const std::string kept = " AS MATERIALIZED (";
     for (size_t i = static_cast<size_t>(from); i < ctes.size(); i++) {
       std::string name = ctes[i].substr(0, ctes[i].find(' '));
       if (ctes[i].compare(name.size(), kept.size(), kept) != 0) Internal("step without its name: " + name);
-      size_t n = words(tail, name);
-      for (size_t j = 0; j < ctes.size(); j++)
-        if (j != i) n += words(ctes[j], name);
-      if (n == 1) ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
+      if (count[name] == 2) ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
     }
   }
 
@@ -1778,37 +1786,52 @@ class Builder {
     bool carried = carried_.count(r) > 0;
     std::vector<std::string> ab{"a.*"};
     for (int o : bcols_.at(r)) ab.push_back((carried ? "a." : "b.") + D(o) + " AS b" + D(o));
-    for (int k = 0; k < r->nkeys; k++) {
-      std::vector<std::string> kc = KeyCols(r, k, "a." + C(k), "h" + std::to_string(k));
-      if (KeyComputed(r, k)) ab.insert(ab.end(), kc.begin(), kc.end());
-    }
+    for (int k = 0; k < r->nkeys; k++)
+      if (FormOf(r, k) == KeyForm::One || FormOf(r, k) == KeyForm::Pair)
+        for (const auto &c : KeyCols(r, k, "a." + C(k), "h" + std::to_string(k))) ab.push_back(c);
     if (carried) return "(SELECT " + Join(ab, ", ") + " FROM " + B(r) + " a OFFSET 0) a";
     return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid OFFSET 0) a";
   }
 
   // Group key k of aggregate r matched NULL-safely by a hash join: each side
-  // computes, once per row, the key with NULL replaced and its NULL flag
-  // (see NullSafeEq), and the join compares those columns. Written into the
-  // join condition, the expressions ran for every pair the join compared:
-  // 1.28M in the matmul's transposed join (334 -> 299 ms with plain keys).
+  // computes, once per row, the key with NULL replaced (see NullSafeKey, or
+  // a stand-in value and a NULL flag: NullSafeEq), and the join compares
+  // those columns. Written into the join condition, the expressions ran for
+  // every pair the join compared: 1.28M in the matmul's transposed join (334
+  // -> 299 ms with plain keys). Plain: cannot be NULL; Distinct: no stand-in
+  // known (IS NOT DISTINCT FROM).
+  enum class KeyForm { Plain, Distinct, One, Pair };
+  KeyForm FormOf(const Rel *r, int k) const {
+    const std::string &type = r->cols[k].sql;
+    if (notnull_.at(r->inputs[0].get())[k]) return KeyForm::Plain;
+    if (!NullSafeKey("", type).empty()) return KeyForm::One;  // (a form known for the type)
+    return NullStandIn(type).empty() ? KeyForm::Distinct : KeyForm::Pair;
+  }
   // The select-list entries that name key x `name` (and `name`n).
   std::vector<std::string> KeyCols(const Rel *r, int k, const std::string &x, const std::string &name) const {
-    const std::string &type = r->cols[k].sql;
-    std::string d = NullStandIn(type), one = NullSafeKey(x, type);
-    if (notnull_.at(r->inputs[0].get())[k] || d.empty()) return {x + " AS " + name};
-    if (!one.empty()) return {one + " AS " + name};
-    return {"COALESCE(" + x + ", " + d + ") AS " + name, "(" + x + ") IS NULL AS " + name + "n"};
-  }
-  // Whether KeyCols computes key k (as opposed to naming the column as is).
-  bool KeyComputed(const Rel *r, int k) const {
-    return !notnull_.at(r->inputs[0].get())[k] && !NullStandIn(r->cols[k].sql).empty();
+    switch (FormOf(r, k)) {
+      case KeyForm::One:
+        return {NullSafeKey(x, r->cols[k].sql) + " AS " + name};
+      case KeyForm::Pair:
+        return {"COALESCE(" + x + ", " + NullStandIn(r->cols[k].sql) + ") AS " + name,
+                "(" + x + ") IS NULL AS " + name + "n"};
+      default:
+        return {x + " AS " + name};
+    }
   }
   // Key k of the rows `rk` (named by KeyCols) equals the group's (`a`, from Groups).
   std::string KeyEq(const Rel *r, int k, const std::string &rk) const {
     std::string ks = std::to_string(k);
-    if (notnull_.at(r->inputs[0].get())[k]) return rk + " = a." + C(k);
-    if (NullStandIn(r->cols[k].sql).empty()) return "(" + rk + ") IS NOT DISTINCT FROM (a." + C(k) + ")";
-    if (!NullSafeKey(rk, r->cols[k].sql).empty()) return rk + " = a.h" + ks;
+    switch (FormOf(r, k)) {
+      case KeyForm::Plain:
+        return rk + " = a." + C(k);
+      case KeyForm::Distinct:
+        return "(" + rk + ") IS NOT DISTINCT FROM (a." + C(k) + ")";
+      case KeyForm::One:
+        return rk + " = a.h" + ks;
+      case KeyForm::Pair:
+        break;
+    }
     return rk + " = a.h" + ks + " AND " + rk + "n = a.h" + ks + "n";
   }
 
