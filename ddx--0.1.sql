@@ -15,6 +15,14 @@ CREATE FUNCTION grad("any", "any") RETURNS float8
 CREATE FUNCTION vjp("any", "any", "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- ddx_value(loss): the loss's value, computed by the same pass as the
+-- statement's grad(loss, ...) calls (a training step logs it without a
+-- second forward), or alone: the loss under the plan settings ddx's
+-- programs use (nested loops off), often far faster than PostgreSQL's
+-- default plan of a chain of CTEs.
+CREATE FUNCTION ddx_value("any") RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- What grad becomes: the program, the parameter's index in it, the row's
 -- identity and whether the row's value is NULL. Not for direct use.
 CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool) RETURNS float8

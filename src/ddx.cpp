@@ -1,5 +1,6 @@
 // ddx: differentiable SQL inside PostgreSQL. PG_MODULE_MAGIC and _PG_init only.
 #include "ddx/pg/hook.h"
+#include "ddx/pg/runner.h"
 
 extern "C" {
 #include "postgres.h"
@@ -10,6 +11,7 @@ extern "C" {
 PG_MODULE_MAGIC;
 
 void _PG_init(void) {
+  ddx::pg::DefineRunnerSettings();
   ddx::pg::InstallHook();
   // Statements parsed before the library was loaded still hold grad() as
   // written; dropping cached plans makes them parse again, through the hook.

@@ -277,6 +277,8 @@ class Builder {
       }
     }
     finals.push_back("SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM " + F(L));
+    // the loss's value, for ddx_value(loss): from this same pass
+    finals.push_back("SELECT NULL::oid, NULL::tid, " + std::to_string(kLossValue) + ", c0::float8 FROM " + F(L));
     // pidx = -3: rows whose window values depend on how PostgreSQL orders
     // ties (the runner refuses the gradient when there are any).
     for (Rel *r : order_)

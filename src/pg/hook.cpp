@@ -61,6 +61,7 @@ struct DdxOids {
   bool present;
   Oid grad;
   Oid vjp;
+  Oid value;
   Oid grad_at;
   Oid stop[2];
 };
@@ -95,6 +96,7 @@ bool LookupOids() {
       o.grad = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("grad"))), 2, any2, true);
       Oid any3[3] = {ANYOID, ANYOID, ANYOID};
       o.vjp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("vjp"))), 3, any3, true);
+      o.value = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_value"))), 1, any2, true);
       o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
@@ -120,7 +122,7 @@ Query *InnerQuery(Query *q) {
 bool IsDdxCall(Node *node) {
   if (!IsA(node, FuncExpr)) return false;
   Oid f = castNode(FuncExpr, node)->funcid;
-  return f == oids.grad || (f == oids.vjp && OidIsValid(f));
+  return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value));
 }
 
 bool ContainsGrad(Node *node, void *ctx) {
@@ -136,7 +138,8 @@ bool ContainsGrad(Node *node, void *ctx) {
 
 struct GradCall {
   FuncExpr *fe;
-  bool vjp = false;  // vjp(out, cotangent, t.col); else grad(loss, t.col)
+  bool vjp = false;    // vjp(out, cotangent, t.col); else grad(loss, t.col)
+  bool value = false;  // ddx_value(loss): the loss itself, no parameter
   std::vector<Query *> stack;  // outermost first; back() holds the call
   // resolved
   Var *param = nullptr;  // as written
@@ -166,6 +169,7 @@ bool Collect(Node *node, Collector *c) {
     GradCall call;
     call.fe = castNode(FuncExpr, node);
     call.vjp = call.fe->funcid == oids.vjp;
+    call.value = call.fe->funcid == oids.value;
     call.stack = c->stack;
     c->calls.push_back(call);
     return false;
@@ -332,7 +336,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
   std::vector<LossRef> losses;
   std::vector<std::vector<ParamTarget>> params;
   for (GradCall &call : c.calls) {
-    ResolveParam(call);
+    if (!call.value) ResolveParam(call);
     LossRef ref = ResolveLoss(call);
     size_t g = 0;
     while (g < losses.size() && !(losses[g] == ref)) g++;
@@ -341,6 +345,10 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
       params.emplace_back();
     }
     call.group = static_cast<int>(g);
+    if (call.value) {
+      call.pidx = kLossValue;
+      continue;
+    }
     auto &ps = params[g];
     size_t p = 0;
     while (p < ps.size() && !(ps[p].relid == call.relid && ps[p].attname == call.attname)) p++;
@@ -380,16 +388,25 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
     const char *sql = programs[call.group].c_str();
     PgCall([&] {
       FuncExpr *fe = call.fe;
-      Var *v = call.param;
       Const *prog = makeConst(TEXTOID, -1, InvalidOid, -1, CStringGetTextDatum(sql), false, false);
       Const *pidx = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(call.pidx), false, true);
-      Var *toid = makeVar(call.base_varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, v->varlevelsup);
-      Var *ctid = makeVar(call.base_varno, SelfItemPointerAttributeNumber, TIDOID, -1, InvalidOid, v->varlevelsup);
-      NullTest *isnull = makeNode(NullTest);
-      isnull->arg = (::Expr *)copyObjectImpl(v);
-      isnull->nulltesttype = IS_NULL;
-      isnull->argisrow = false;
-      isnull->location = -1;
+      Node *toid, *ctid, *isnull;
+      if (call.value) {  // no row: constants the runner does not read
+        ItemPointer none = (ItemPointer)palloc0(sizeof(ItemPointerData));
+        toid = (Node *)makeConst(OIDOID, -1, InvalidOid, 4, ObjectIdGetDatum(InvalidOid), false, true);
+        ctid = (Node *)makeConst(TIDOID, -1, InvalidOid, sizeof(ItemPointerData), PointerGetDatum(none), false, false);
+        isnull = (Node *)makeBoolConst(false, false);
+      } else {
+        Var *v = call.param;
+        toid = (Node *)makeVar(call.base_varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, v->varlevelsup);
+        ctid = (Node *)makeVar(call.base_varno, SelfItemPointerAttributeNumber, TIDOID, -1, InvalidOid, v->varlevelsup);
+        NullTest *nt = makeNode(NullTest);
+        nt->arg = (::Expr *)copyObjectImpl(v);
+        nt->nulltesttype = IS_NULL;
+        nt->argisrow = false;
+        nt->location = -1;
+        isnull = (Node *)nt;
+      }
       fe->funcid = grad_at;
       fe->funcresulttype = FLOAT8OID;
       fe->funcretset = false;

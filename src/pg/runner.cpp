@@ -23,9 +23,18 @@
 // the program computes. Plans are prepared once per session (SPI_keepplan)
 // under that same setting, so plancache's search_path check keeps them valid.
 //
+// Why an error inside a program is rethrown with its context rewritten: SPI
+// adds the statement as a CONTEXT line ("SQL statement \"WITH f1 AS ...\""),
+// kilobytes of generated SQL that bury the one line a user needs. The line
+// becomes "ddx gradient program"; ddx.show_sql = on keeps the text (and
+// ddx_explain shows the program of any statement).
+//
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
 #include <cstring>
+
+#include "ddx/core/program.h"
+#include "ddx/pg/runner.h"
 
 extern "C" {
 #include "postgres.h"
@@ -36,7 +45,9 @@ extern "C" {
 
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "lib/stringinfo.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 PG_FUNCTION_INFO_V1(ddx_grad);
@@ -45,6 +56,8 @@ PG_FUNCTION_INFO_V1(ddx_stop_gradient);
 }
 
 namespace {
+
+bool show_sql = false;  // ddx.show_sql
 
 struct GradKey {
   Oid toid;
@@ -62,6 +75,8 @@ struct ExecResult {
   MemoryContext owner;
   char *sql;
   HTAB *grads;
+  bool loss_isnull;  // the loss's value, for ddx_value(loss)
+  double loss;
   MemoryContextCallback cb;
   ExecResult *next;
 };
@@ -115,8 +130,54 @@ SPIPlanPtr KeptPlanFor(const char *sql) {
   return plan;
 }
 
-// Runs the program; returns its gradients in a hash allocated in `owner`.
-HTAB *RunProgram(const char *sql, MemoryContext owner) {
+// Drops the program's text from an error raised while it ran: the SPI
+// context line that quotes it becomes one short line, and a parse error's
+// internal query is forgotten (see the file comment).
+void ForgetProgramText(ErrorData *e, const char *sql) {
+  if (e->internalquery && strcmp(e->internalquery, sql) == 0) {
+    e->internalquery = NULL;
+    e->internalpos = 0;
+  }
+  const char *at = e->context ? strstr(e->context, sql) : NULL;
+  if (!at) return;
+  const char *start = at;  // the line that quotes the program ...
+  while (start > e->context && start[-1] != '\n') start--;
+  const char *end = at + strlen(sql);  // ... ends with the closing quote
+  if (*end == '"') end++;
+  StringInfoData buf;
+  initStringInfo(&buf);
+  appendBinaryStringInfo(&buf, e->context, (int)(start - e->context));
+  appendStringInfoString(&buf, "ddx gradient program (SET ddx.show_sql = on to see its SQL, or use ddx_explain)");
+  appendStringInfoString(&buf, end);
+  e->context = buf.data;
+}
+
+// Prepares (once per session) and runs the program: SPI_OK_SELECT or an error
+// without the program's text (unless ddx.show_sql).
+int ExecuteProgram(const char *sql) {
+  MemoryContext cxt = CurrentMemoryContext;
+  volatile int rc = 0;
+  PG_TRY();
+  {
+    SPIPlanPtr plan = KeptPlanFor(sql);
+    rc = SPI_execute_plan(plan, NULL, NULL, true, 0);
+  }
+  PG_CATCH();
+  {
+    if (show_sql) PG_RE_THROW();
+    MemoryContextSwitchTo(cxt);
+    ErrorData *edata = CopyErrorData();
+    FlushErrorState();
+    ForgetProgramText(edata, sql);
+    ReThrowError(edata);
+  }
+  PG_END_TRY();
+  return rc;
+}
+
+// Runs the program; fills `out` with its gradients (a hash allocated in
+// `owner`) and the loss's value.
+void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = NewGUCNestLevel();
   (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
@@ -139,8 +200,7 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
   // 1.28M rows onto disk. Sorts that windows need still run. Matmul program
   // 1886 -> 1401 ms (median of 5, interleaved).
   (void)set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  SPIPlanPtr plan = KeptPlanFor(sql);
-  int rc = SPI_execute_plan(plan, NULL, NULL, true, 0);
+  int rc = ExecuteProgram(sql);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
 
@@ -151,6 +211,8 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
   ctl.hcxt = owner;
   HTAB *h = hash_create("ddx gradients", (long)Max(SPI_processed, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
   double loss_rows = 0, tied_rows = 0;
+  out->loss_isnull = true;
+  out->loss = 0;
   TupleDesc td = SPI_tuptable->tupdesc;
   for (uint64 i = 0; i < SPI_processed; i++) {
     HeapTuple tup = SPI_tuptable->vals[i];
@@ -167,6 +229,11 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
     }
     if (pidx == -3) {
       tied_rows += g;
+      continue;
+    }
+    if (pidx == -4) {
+      out->loss_isnull = n_g;
+      out->loss = g;
       continue;
     }
     if (n_toid || n_tid || pidx < 0) continue;
@@ -190,17 +257,19 @@ HTAB *RunProgram(const char *sql, MemoryContext owner) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("the loss must be one row and one number"),
                     errdetail("The loss returned %.0f rows.", loss_rows),
                     errhint("Aggregate the loss to a single row, e.g. SELECT avg(...) AS l.")));
-  return h;
+  out->grads = h;
 }
 
 }  // namespace
 
 extern "C" {
 
-// grad() as written: only reached when the hook did not see the statement.
+// grad(), vjp() and ddx_value() as written: only reached when the hook did
+// not see the statement.
 Datum ddx_grad(PG_FUNCTION_ARGS) {
+  char *name = get_func_name(fcinfo->flinfo->fn_oid);
   ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                  errmsg("grad() was not rewritten by ddx"),
+                  errmsg("%s() was not rewritten by ddx", name ? name : "grad"),
                   errdetail("The ddx library was not loaded in this session when the statement was parsed."),
                   errhint("Add ddx to shared_preload_libraries; or run the statement again: the library is loaded "
                           "now and cached plans have been reset.")));
@@ -217,11 +286,12 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
     for (r = exec_results; r; r = r->next)
       if (r->owner == owner && strcmp(r->sql, sql) == 0) break;
     if (!r) {
-      HTAB *grads = RunProgram(sql, owner);
+      ExecResult result;
+      RunProgram(sql, owner, &result);
       r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
+      *r = result;
       r->owner = owner;
       r->sql = MemoryContextStrdup(owner, sql);
-      r->grads = grads;
       r->cb.func = ForgetResult;
       r->cb.arg = r;
       MemoryContextRegisterResetCallback(owner, &r->cb);
@@ -230,6 +300,10 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
     }
     pfree(sql);
     fcinfo->flinfo->fn_extra = r;
+  }
+  if (PG_GETARG_INT32(1) == ddx::kLossValue) {  // ddx_value(loss)
+    if (r->loss_isnull) PG_RETURN_NULL();
+    PG_RETURN_FLOAT8(r->loss);
   }
   GradKey key;
   memset(&key, 0, sizeof key);
@@ -243,3 +317,16 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
 Datum ddx_stop_gradient(PG_FUNCTION_ARGS) { PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0)); }
 
 }  // extern "C"
+
+namespace ddx::pg {
+
+void DefineRunnerSettings() {
+  DefineCustomBoolVariable("ddx.show_sql", "Shows the generated SQL in the context of errors raised inside it.",
+                           "Off: an error inside a gradient program, or inside an optimizer step, names the step "
+                           "and the statement instead of quoting kilobytes of generated SQL; ddx_explain shows "
+                           "the program of any statement.",
+                           &show_sql, false, PGC_USERSET, 0, NULL, NULL, NULL);
+  MarkGUCPrefixReserved("ddx");
+}
+
+}  // namespace ddx::pg

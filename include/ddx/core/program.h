@@ -7,7 +7,8 @@
 // `toid` at `tid`. Extra rows carry checks for the runner: pidx = -1 the
 // number of rows the loss relation produced (more than one is refused),
 // pidx = -3 the number of rows whose window values depend on how PostgreSQL
-// orders ties (any is refused, 42P20).
+// orders ties (any is refused, 42P20), pidx = kLossValue the loss's value
+// (ddx_value).
 //
 // Saved relations are MATERIALIZED CTEs with a `rid` unique within them, so
 // that a backward step pairs a cotangent with exactly the forward row it
@@ -22,6 +23,8 @@
 #include "ddx/core/pure.h"
 
 namespace ddx {
+
+inline constexpr int kLossValue = -4;
 
 struct Program {
   std::string sql;
