@@ -114,6 +114,15 @@ SELECT check_grad($$SELECT sum(t.v) FROM (SELECT w.val AS v FROM w ORDER BY w.f 
 -- VALUES and set-returning functions in FROM
 SELECT check_grad($$SELECT sum(w.val * v.c) FROM w JOIN (VALUES (1, 2.0::float8), (2, -1.5)) AS v(f, c) ON v.f = w.f$$);
 SELECT check_grad($$SELECT sum(w.val * g) FROM w JOIN generate_series(1, 2) g ON g = w.f$$);
+-- unpivoting a row: LATERAL (VALUES ...), and unnest(ARRAY[...]) (lateral
+-- without the word), zipped and WITH ORDINALITY
+SELECT check_grad($$SELECT sum(u.v * x.val) FROM w CROSS JOIN LATERAL (VALUES (1, w.val), (2, w.val * w.val)) AS u(k, v) JOIN x ON x.f = u.k$$);
+SELECT check_grad($$SELECT sum(u.v) FROM w, LATERAL (VALUES (w.val), (tanh(w.val)), (NULL)) AS u(v) WHERE w.f IS NOT NULL$$);
+SELECT check_grad($$SELECT sum(u.v * u.v) FROM w LEFT JOIN LATERAL (VALUES (w.val - 1), (exp(w.val))) AS u(v) ON true$$);
+SELECT check_grad($$SELECT sum(exp(a.v) * a.o) FROM w, unnest(ARRAY[w.val, 2 * w.val, w.val - 1]) WITH ORDINALITY AS a(v, o)$$);
+SELECT check_grad($$SELECT sum(a.v * coalesce(a.c, 3)) FROM w, unnest(ARRAY[w.val, w.val * w.val], ARRAY[1.5]) AS a(v, c)$$);
+SELECT check_grad($$SELECT sum(g.s * g.s) FROM (SELECT a.o, sum(a.v * x.val) AS s FROM w JOIN x ON x.f = w.f,
+                                                   unnest(ARRAY[w.val, sin(w.val)]) WITH ORDINALITY AS a(v, o) GROUP BY a.o) g$$);
 -- a partitioned parameter table
 CREATE TABLE pw (k int, val float8) PARTITION BY RANGE (k);
 CREATE TABLE pw1 PARTITION OF pw FOR VALUES FROM (0) TO (10);

@@ -21,6 +21,14 @@ WITH loss AS (SELECT w.val FROM w) SELECT grad('loss', val) FROM w;   -- two row
 \echo :LAST_ERROR_SQLSTATE
 SELECT grad(42, val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
+-- LATERAL beyond unpivoting a row
+WITH loss AS (SELECT sum(q.v) FROM w, LATERAL (SELECT w.val * x.val AS v FROM x WHERE x.f = w.f) q) SELECT grad('loss', val) FROM w;
+\echo :LAST_ERROR_SQLSTATE
+WITH loss AS (SELECT sum(u.v) FROM w LEFT JOIN LATERAL (VALUES (w.val)) AS u(v) ON u.v > 1) SELECT grad('loss', val) FROM w;
+\echo :LAST_ERROR_SQLSTATE
+WITH a AS (SELECT ARRAY[val, val] AS arr FROM w),
+     loss AS (SELECT sum(u.v) FROM a, unnest(a.arr) AS u(v)) SELECT grad('loss', val) FROM w;
+\echo :LAST_ERROR_SQLSTATE
 -- parameter not a column of a table, or not float
 WITH loss AS (SELECT sum(val) FROM w) SELECT grad('loss', val * 2) FROM w;
 \echo :LAST_ERROR_SQLSTATE

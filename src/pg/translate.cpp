@@ -20,10 +20,12 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
+#include "rewrite/rewriteManip.h"
 #include "access/stratnum.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/fmgroids.h"
 #include "utils/syscache.h"
 }
 
@@ -431,9 +433,150 @@ RelP Translator::TranslateCte(CommonTableExpr *cte, const Scope *owner) {
   return r;
 }
 
+namespace {
+
+// unnest(ARRAY[...]): the written-out array of a call to unnest(anyarray).
+ArrayExpr *UnnestedArray(Node *n) {
+  if (!n || !IsA(n, FuncExpr) || castNode(FuncExpr, n)->funcid != F_UNNEST_ANYARRAY) return nullptr;
+  Node *a = (Node *)linitial(castNode(FuncExpr, n)->args);
+  return a && IsA(a, ArrayExpr) && !castNode(ArrayExpr, a)->multidims ? castNode(ArrayExpr, a) : nullptr;
+}
+
+// The VALUES list of `(VALUES ...) AS v(a, b)` in FROM, which the parser
+// makes a subquery SELECT * FROM (VALUES ...); null for any other subquery.
+RangeTblEntry *ValuesOf(Query *sub) {
+  if (!sub || sub->commandType != CMD_SELECT || sub->setOperations || sub->hasAggs || sub->hasWindowFuncs ||
+      sub->hasSubLinks || sub->groupClause || sub->havingQual || sub->sortClause || sub->limitCount ||
+      sub->limitOffset || sub->distinctClause || sub->cteList || !sub->jointree || sub->jointree->quals ||
+      list_length(sub->jointree->fromlist) != 1 || !IsA(linitial(sub->jointree->fromlist), RangeTblRef))
+    return nullptr;
+  int rti = castNode(RangeTblRef, linitial(sub->jointree->fromlist))->rtindex;
+  RangeTblEntry *v = rt_fetch(rti, sub->rtable);
+  if (v->rtekind != RTE_VALUES) return nullptr;
+  int i = 0;
+  ListCell *lc;
+  foreach (lc, sub->targetList) {  // exactly the VALUES columns, in order
+    auto *te = lfirst_node(TargetEntry, lc);
+    i++;
+    if (te->resjunk || !IsA(te->expr, Var) || castNode(Var, te->expr)->varno != rti ||
+        castNode(Var, te->expr)->varattno != i || castNode(Var, te->expr)->varlevelsup != 0)
+      return nullptr;
+  }
+  return i == list_length(v->coltypes) ? v : nullptr;
+}
+
+// A FROM item that unpivots the row of the items before it: LATERAL
+// (VALUES ...), or unnest of written-out arrays (LATERAL without the word:
+// PostgreSQL marks a function that reads an earlier item lateral itself).
+bool IsUnpivot(Query *q, Node *n) {
+  if (!IsA(n, RangeTblRef)) return false;
+  RangeTblEntry *rte = rt_fetch(castNode(RangeTblRef, n)->rtindex, q->rtable);
+  if (!rte->lateral) return false;
+  if (rte->rtekind == RTE_VALUES) return true;
+  if (rte->rtekind == RTE_SUBQUERY) return ValuesOf(rte->subquery) != nullptr;
+  if (rte->rtekind != RTE_FUNCTION) return false;
+  ListCell *lc;
+  foreach (lc, rte->functions)
+    if (!UnnestedArray(lfirst_node(RangeTblFunction, lc)->funcexpr)) return false;
+  return true;
+}
+
+}  // namespace
+
+// `left` joined with a LATERAL VALUES list or unnest(ARRAY[...], ...) that
+// reads its columns: one copy of left per row of the item, each with that
+// row's values as expressions over left's columns (a UNION ALL of
+// projections, whose reverse rules sum the copies' cotangents into left).
+// Several arrays zip, the shorter padded with NULL, as ROWS FROM does; WITH
+// ORDINALITY numbers the rows from 1. `map` gains the item's columns.
+RelP Translator::Unpivot(Query *q, int rtindex, RelP left, const Scope *scope, ColMap &map) {
+  RangeTblEntry *rte = rt_fetch(rtindex, q->rtable);
+  Ctx c;
+  c.map = &map;
+  c.q = q;
+  c.scope = scope;
+  std::vector<std::vector<ExprP>> rows;
+  std::vector<Type> types;
+  ListCell *lc;
+  if (rte->rtekind == RTE_SUBQUERY) {
+    // the lists read the items before at level 1: bring them to this level
+    RangeTblEntry *v = ValuesOf(rte->subquery);
+    List *lists = PgCall([&] {
+      auto *copy = (List *)copyObjectImpl(v->values_lists);
+      IncrementVarSublevelsUp((Node *)copy, -1, 1);
+      return copy;
+    });
+    RangeTblEntry *flat = PgCall([&] { return (RangeTblEntry *)copyObjectImpl(v); });
+    flat->values_lists = lists;
+    rte = flat;
+  }
+  if (rte->rtekind == RTE_VALUES) {
+    foreach (lc, rte->values_lists) {
+      std::vector<ExprP> row;
+      ListCell *lv;
+      foreach (lv, (List *)lfirst(lc)) row.push_back(Expr((Node *)lfirst(lv), c));
+      rows.push_back(row);
+    }
+    ListCell *lt, *lm;
+    forboth(lt, rte->coltypes, lm, rte->coltypmods) types.push_back(MakeType(lfirst_oid(lt), lfirst_int(lm)));
+  } else {
+    std::vector<ArrayExpr *> arrays;
+    size_t n = 0;
+    foreach (lc, rte->functions) {
+      arrays.push_back(UnnestedArray(lfirst_node(RangeTblFunction, lc)->funcexpr));
+      n = std::max(n, static_cast<size_t>(list_length(arrays.back()->elements)));
+      types.push_back(MakeType(arrays.back()->element_typeid, -1));
+    }
+    if (rte->funcordinality) types.push_back(Type{"pg_catalog.int8", false});
+    for (size_t i = 0; i < n; i++) {
+      std::vector<ExprP> row;
+      for (size_t a = 0; a < arrays.size(); a++) {
+        if (i < static_cast<size_t>(list_length(arrays[a]->elements))) {
+          row.push_back(Expr((Node *)list_nth(arrays[a]->elements, static_cast<int>(i)), c));
+        } else {
+          auto null = std::make_shared<ddx::Expr>();
+          null->kind = ExprKind::Const;
+          null->type = types[a];
+          null->text = "NULL::" + types[a].sql;
+          row.push_back(null);
+        }
+      }
+      if (rte->funcordinality) {
+        auto k = std::make_shared<ddx::Expr>();
+        k->kind = ExprKind::Const;
+        k->type = types.back();
+        k->text = std::to_string(i + 1) + "::pg_catalog.int8";
+        row.push_back(k);
+      }
+      rows.push_back(row);
+    }
+  }
+  int nl = static_cast<int>(left->cols.size());
+  RelP u = NewRel(RelKind::UnionAll);
+  u->cols = left->cols;
+  u->cols.insert(u->cols.end(), types.begin(), types.end());
+  for (auto &row : rows) {
+    std::vector<ExprP> exprs;
+    for (int i = 0; i < nl; i++) exprs.push_back(MakeCol(i, 0, left->cols[i]));
+    exprs.insert(exprs.end(), row.begin(), row.end());
+    u->inputs.push_back(MakeProject(left, exprs));
+  }
+  for (size_t a = 0; a < types.size(); a++) map[{rtindex, static_cast<int>(a) + 1}] = nl + static_cast<int>(a);
+  if (u->inputs.empty()) Refuse("unnest of an empty array in the loss");
+  return u->inputs.size() == 1 ? u->inputs[0] : u;
+}
+
 RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std::vector<int> &attno_to_col) {
   RangeTblEntry *rte = rt_fetch(rtindex, q->rtable);
-  if (rte->lateral) Refuse("LATERAL in the loss");
+  if (rte->lateral && rte->rtekind == RTE_SUBQUERY && ValuesOf(rte->subquery))
+    Refuse("a LATERAL VALUES list here in the loss", "It unpivots the row of the FROM items before it.",
+           "Write it after them: FROM t CROSS JOIN LATERAL (VALUES ...) AS v(...).");
+  if (rte->lateral && rte->rtekind != RTE_VALUES && rte->rtekind != RTE_FUNCTION)
+    Refuse("a LATERAL subquery in the loss", "",
+           "Join the subquery's tables instead; to unpivot a row, use LATERAL (VALUES ...) or unnest(ARRAY[...]).");
+  if (rte->lateral && rte->rtekind == RTE_FUNCTION)
+    Refuse("a LATERAL function in the loss", "Only unnest(ARRAY[...]) of arrays written out can read an earlier item.",
+           "To unpivot a row, use LATERAL (VALUES ...) or unnest(ARRAY[...]).");
   RelP r;
   switch (rte->rtekind) {
     case RTE_RELATION:
@@ -509,6 +652,22 @@ RelP Translator::JoinTreeItem(Query *q, Node *n, const Scope *scope, ColMap &map
   if (IsA(n, JoinExpr)) {
     auto *je = castNode(JoinExpr, n);
     ColMap lm, rm;
+    if (IsUnpivot(q, je->rarg)) {  // t CROSS JOIN LATERAL (VALUES ...) AS u ON ...
+      // every row of the left finds a row in VALUES or unnest: LEFT JOIN
+      // LATERAL ... ON true is the inner join
+      bool always = !je->quals || (IsA(je->quals, Const) && !castNode(Const, je->quals)->constisnull &&
+                                   DatumGetBool(castNode(Const, je->quals)->constvalue));
+      if (je->jointype != JOIN_INNER && !(je->jointype == JOIN_LEFT && always))
+        Refuse("an outer join with LATERAL in the loss", "", "Write CROSS JOIN LATERAL, or JOIN LATERAL ... ON.");
+      RelP l = JoinTreeItem(q, je->larg, scope, map);
+      RelP r = Unpivot(q, castNode(RangeTblRef, je->rarg)->rtindex, l, scope, map);
+      if (!je->quals) return r;
+      Ctx c;
+      c.map = &map;
+      c.q = q;
+      c.scope = scope;
+      return MakeFilter(r, Expr(je->quals, c));
+    }
     RelP l = JoinTreeItem(q, je->larg, scope, lm);
     RelP r = JoinTreeItem(q, je->rarg, scope, rm);
     JoinKind jk;
@@ -553,6 +712,10 @@ RelP Translator::FromList(Query *q, List *fromlist, Node *quals, const Scope *sc
   RelP rel;
   ListCell *lc;
   foreach (lc, fromlist) {
+    if (rel && IsUnpivot(q, (Node *)lfirst(lc))) {  // FROM t, unnest(ARRAY[t.a, t.b]) AS u
+      rel = Unpivot(q, castNode(RangeTblRef, lfirst(lc))->rtindex, rel, scope, map);
+      continue;
+    }
     ColMap m;
     RelP r = JoinTreeItem(q, (Node *)lfirst(lc), scope, m);
     if (!rel) {

@@ -53,6 +53,7 @@ class Translator {
   RelP FromList(Query *q, List *fromlist, Node *quals, const Scope *scope, std::map<std::pair<int, int>, int> &map);
   RelP JoinTreeItem(Query *q, Node *n, const Scope *scope, std::map<std::pair<int, int>, int> &map);
   RelP RangeTableEntry(Query *q, int rtindex, const Scope *scope, std::vector<int> &attno_to_col);
+  RelP Unpivot(Query *q, int rtindex, RelP left, const Scope *scope, std::map<std::pair<int, int>, int> &map);
   RelP Table(RangeTblEntry *rte, std::vector<int> *attno_to_col);
   RelP SetOp(Query *q, Node *n, const Scope *scope);
   RelP JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out);
