@@ -21,8 +21,12 @@ UPDATE w1 SET val = val + 1;
 SELECT param, grad_rows FROM ddx_backward($$SELECT sum(val * val * i) FROM w1$$, ARRAY['w1.val', 'b1.val']);
 SELECT count(*) FILTER (WHERE abs(g.grad - 2 * w.val * w.i) < 1e-12) AS right, count(*) FROM w1_grad g JOIN w1 w USING (i, j);
 SELECT j, grad FROM b1_grad ORDER BY j;
--- no primary key: a clear error
+-- no primary key: one row is one parameter (a gradient table without key); more is an error
 CREATE TABLE nopk (val float8);
+INSERT INTO nopk VALUES (3);
+SELECT * FROM ddx_backward($$SELECT sum(val * val) FROM nopk$$, ARRAY['nopk.val']);
+SELECT grad FROM nopk_grad;
+INSERT INTO nopk VALUES (4);
 SELECT * FROM ddx_backward($$SELECT sum(val) FROM nopk$$, ARRAY['nopk.val']);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM ddx_backward($$SELECT sum(val) FROM nopk$$, ARRAY['val']);

@@ -31,18 +31,23 @@ BEGIN
   FOR it IN 0 .. 9 LOOP
     PERFORM ddx_adamw_step(loss, ARRAY['w1.val', 'b1.val', 'w2.val', 'b2.val'],
                            (SELECT lr FROM sched WHERE step = it), beta1 => 0.9, beta2 => 0.95, eps => 1e-8,
-                           weight_decay => 0.1, no_decay => ARRAY['b1.val', 'b2.val'], max_grad_norm => 0.05);
+                           weight_decay => 0.1, no_decay => ARRAY['b1.val', 'b2.val'], max_grad_norm => 0.05,
+                           state_name => 'fixture');
     SELECT max(greatest(abs(got.val - x.val), abs(got.m - x.m), abs(got.v - x.v))
                / greatest(1, abs(x.val), abs(x.m), abs(x.v))) INTO e
       FROM expected x JOIN (
-        SELECT 'w1' AS tbl, p.i, p.j, p.val, s.m, s.v FROM w1 p JOIN w1_adam s USING (i, j)
-        UNION ALL SELECT 'w2', p.i, p.j, p.val, s.m, s.v FROM w2 p JOIN w2_adam s USING (i, j)
-        UNION ALL SELECT 'b1', 0, p.j, p.val, s.m, s.v FROM b1 p JOIN b1_adam s USING (j)
-        UNION ALL SELECT 'b2', 0, p.j, p.val, s.m, s.v FROM b2 p JOIN b2_adam s USING (j)) got
+        SELECT 'w1' AS tbl, p.i, p.j, p.val, s.m, s.v FROM w1 p
+          JOIN ddx_state('fixture', 'w1.val') s ON (s.key ->> 'i')::int = p.i AND (s.key ->> 'j')::int = p.j
+        UNION ALL SELECT 'w2', p.i, p.j, p.val, s.m, s.v FROM w2 p
+          JOIN ddx_state('fixture', 'w2.val') s ON (s.key ->> 'i')::int = p.i AND (s.key ->> 'j')::int = p.j
+        UNION ALL SELECT 'b1', 0, p.j, p.val, s.m, s.v FROM b1 p JOIN ddx_state('fixture', 'b1.val') s ON (s.key ->> 'j')::int = p.j
+        UNION ALL SELECT 'b2', 0, p.j, p.val, s.m, s.v FROM b2 p JOIN ddx_state('fixture', 'b2.val') s ON (s.key ->> 'j')::int = p.j) got
         ON got.tbl = x.tbl AND got.i = x.i AND got.j = x.j
      WHERE x.step = it + 1;
     INSERT INTO worst VALUES (it + 1, e);
   END LOOP;
 END $$;
 SELECT step, err < 1e-10 AS matches_pytorch FROM worst ORDER BY step;
+-- every row of w1 (6 × 8) has its state
+SELECT count(*) AS rows_compared FROM ddx_state('fixture', 'w1.val');
 SELECT count(*) AS values_compared FROM expected;

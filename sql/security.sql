@@ -52,8 +52,55 @@ GRANT SELECT ON r TO regress_ddx_reader;
 SET ROLE regress_ddx_reader;
 WITH loss AS (SELECT sum(r.val * r.val) AS l FROM r) SELECT owner, grad('loss', val) FROM r;
 RESET ROLE;
--- ddx's functions are not SECURITY DEFINER and grant nothing beyond EXECUTE
-SELECT p.proname, p.prosecdef FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
-  JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'ddx' ORDER BY 1;
+-- training runs and their state are the role's own. A trainer with UPDATE
+-- on a table trains it without CREATE anywhere: its state table, in ddx's
+-- schema, is the trainer's; others see neither its runs nor its state. (The
+-- other role logs in itself: SET ROLE from a superuser's session would keep
+-- the superuser's session_user.)
+SELECT current_user AS me \gset
+CREATE TABLE tp (k int PRIMARY KEY, val float8);
+INSERT INTO tp VALUES (1, 0.5), (2, -1.5);
+CREATE ROLE regress_ddx_trainer;
+GRANT USAGE ON SCHEMA security TO regress_ddx_trainer, regress_ddx_reader;
+GRANT SELECT, UPDATE ON tp TO regress_ddx_trainer;
+GRANT SELECT ON tp TO regress_ddx_reader;
+ALTER ROLE regress_ddx_reader LOGIN;
+SET ROLE regress_ddx_trainer;
+SELECT step FROM ddx_adamw_step('SELECT sum(val * val) FROM security.tp', ARRAY['security.tp.val'], 0.1, state_name => 'trainer''s');
+SELECT name, owner FROM ddx_runs;
+SELECT count(*) AS state_rows FROM ddx_state('trainer''s', 'security.tp.val');
+RESET ROLE;
+SELECT pg_get_userbyid(c.relowner) AS owner, c.relnamespace::regnamespace AS schema
+  FROM _ddx.state_table s JOIN pg_class c ON c.oid = s.state WHERE s.param = 'security.tp'::regclass;
+\c - regress_ddx_reader
+\set VERBOSITY terse
+SET search_path = security, public;
+SELECT count(*) AS visible_runs FROM ddx_runs;
+SELECT ddx_adamw_step('SELECT sum(val * val) FROM security.tp', ARRAY['security.tp.val'], 0.1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT ddx_adamw_step('SELECT sum(val * val) FROM security.tp', ARRAY['security.tp.val'], 0.1, state_name => 'trainer''s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT _ddx.state_table_for('security.tp', 'regress_ddx_trainer');
+\echo :LAST_ERROR_SQLSTATE
+DO $$ BEGIN EXECUTE format('SELECT count(*) FROM %s', (SELECT state FROM _ddx.state_table WHERE param = 'security.tp'::regclass)); END $$;
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM _ddx.state_table;
+\echo :LAST_ERROR_SQLSTATE
+UPDATE _ddx.run SET step = 0;
+CREATE TABLE _ddx.squat (i int);
+\echo :LAST_ERROR_SQLSTATE
+\c - :me
+\set VERBOSITY terse
+SET search_path = security, public;
+SELECT name, step FROM ddx_runs WHERE owner = 'regress_ddx_trainer'::regrole;
+SET ROLE regress_ddx_trainer;
+SELECT ddx_run_drop('trainer''s');
+RESET ROLE;
+-- ddx's functions grant nothing beyond EXECUTE; one is SECURITY DEFINER (it
+-- creates state tables, with a fixed search_path and the checks above)
+SELECT p.oid::regprocedure, p.proconfig FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
+  JOIN pg_extension e ON e.oid = d.refobjid WHERE e.extname = 'ddx' AND p.prosecdef ORDER BY 1;
 DROP OWNED BY regress_ddx_reader;
 DROP ROLE regress_ddx_reader;
+DROP OWNED BY regress_ddx_trainer;
+DROP ROLE regress_ddx_trainer;

@@ -22,23 +22,41 @@ INSERT INTO y SELECT s, sum(val * (ARRAY[2.0, -1.0, 0.5])[f]) FROM x GROUP BY s;
 INSERT INTO w VALUES (1, 0), (2, 0), (3, 0);
 CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f GROUP BY x.s)
                  SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$,
-               ARRAY['w.val'], 40, 'c', optimizer => 'sgd', weight_decay => 0, momentum => 0.5, log_every => 10);
-SELECT name, step FROM ddx_optimizer_state;
-SELECT count(*) AS logged, min(step), max(step), count(loss) AS with_loss FROM ddx_train_log;
--- CALL again with more steps: it resumes where it stopped; steps run past the
--- schedule's end fail, and the steps before that stay committed
+               ARRAY['w.val'], 40, 'c', optimizer => 'sgd', momentum => 0.5, log_every => 10);
+SELECT name, optimizer, step, params FROM ddx_runs WHERE name = 'train.w.val';
+SELECT count(*) AS logged, min(step), max(step), count(loss) AS with_loss FROM ddx_train_log WHERE run = 'train.w.val';
+-- a run longer than the schedule fails before its first step, and nothing
+-- of it runs; CALL again with more steps resumes where it stopped
 CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f GROUP BY x.s)
                  SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$,
-               ARRAY['w.val'], 150, 'c', optimizer => 'sgd', weight_decay => 0, momentum => 0.5, log_every => 10);
+               ARRAY['w.val'], 150, 'c', optimizer => 'sgd', momentum => 0.5, log_every => 10);
 \echo :LAST_ERROR_SQLSTATE
-SELECT name, step FROM ddx_optimizer_state;
-SELECT count(*) AS logged, min(step), max(step) FROM ddx_train_log;
+SELECT name, step FROM ddx_runs WHERE name = 'train.w.val';
+CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f GROUP BY x.s)
+                 SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$,
+               ARRAY['w.val'], 100, 'c', optimizer => 'sgd', momentum => 0.5, log_every => 10);
+SELECT name, step FROM ddx_runs WHERE name = 'train.w.val';
+SELECT count(*) AS logged, min(step), max(step), count(loss) AS with_loss FROM ddx_train_log WHERE run = 'train.w.val';
 -- the loss went from order 1 to nothing, and the weights reached least squares
-SELECT (SELECT loss FROM ddx_train_log ORDER BY step LIMIT 1) > 0.1 AS started_high,
-       (SELECT loss FROM ddx_train_log WHERE loss IS NOT NULL ORDER BY step DESC LIMIT 1) < 1e-12 AS ended_low;
+SELECT (SELECT loss FROM ddx_train_log WHERE run = 'train.w.val' ORDER BY step LIMIT 1) > 0.1 AS started_high,
+       (SELECT loss FROM ddx_train_log WHERE run = 'train.w.val' ORDER BY step DESC LIMIT 1) < 1e-12 AS ended_low;
 SELECT f, round(val::numeric, 6) AS weight FROM w ORDER BY f;
+-- a finished run does nothing when called again
+SET client_min_messages = notice;
+CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 100, 'c', optimizer => 'sgd');
+SET client_min_messages = warning;
 -- the state table leaves room on each page, so that its per-step UPDATE is HOT
-SELECT reloptions FROM pg_class WHERE oid = 'w_sgd'::regclass;
+SELECT c.reloptions FROM _ddx.state_table s JOIN pg_class c ON c.oid = s.state WHERE s.param = 'w'::regclass;
+-- a schedule is a table of ddx's: a user's table of the same name is left alone
+CREATE TABLE mine (step int, lr float8);
+INSERT INTO mine VALUES (0, 42);
+SELECT ddx_schedule_constant('mine', 0.1, 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM mine;
+SELECT ddx_schedule_constant('c', 0.2, 2);
+SELECT * FROM c ORDER BY step;
 -- errors
 CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', optimizer => 'lbfgs');
+\echo :LAST_ERROR_SQLSTATE
+CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', log_every => 0);
 \echo :LAST_ERROR_SQLSTATE

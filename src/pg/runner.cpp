@@ -26,8 +26,8 @@
 // Why an error inside a program is rethrown with its context rewritten: SPI
 // adds the statement as a CONTEXT line ("SQL statement \"WITH f1 AS ...\""),
 // kilobytes of generated SQL that bury the one line a user needs. The line
-// becomes "ddx gradient program"; ddx.show_sql = on keeps the text (and
-// ddx_explain shows the program of any statement).
+// becomes "ddx gradient program"; ddx.show_sql = on keeps the text after it
+// (and ddx_explain shows the program of any statement).
 //
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
@@ -130,11 +130,12 @@ SPIPlanPtr KeptPlanFor(const char *sql) {
   return plan;
 }
 
-// Drops the program's text from an error raised while it ran: the SPI
-// context line that quotes it becomes one short line, and a parse error's
-// internal query is forgotten (see the file comment).
-void ForgetProgramText(ErrorData *e, const char *sql) {
-  if (e->internalquery && strcmp(e->internalquery, sql) == 0) {
+// Marks an error raised while the program ran as the program's: the SPI
+// context line that quotes it becomes one short line (or, with
+// ddx.show_sql, is prefixed), and a parse error's internal query is
+// forgotten unless ddx.show_sql (see the file comment).
+void MarkProgramError(ErrorData *e, const char *sql) {
+  if (!show_sql && e->internalquery && strcmp(e->internalquery, sql) == 0) {
     e->internalquery = NULL;
     e->internalpos = 0;
   }
@@ -147,13 +148,18 @@ void ForgetProgramText(ErrorData *e, const char *sql) {
   StringInfoData buf;
   initStringInfo(&buf);
   appendBinaryStringInfo(&buf, e->context, (int)(start - e->context));
-  appendStringInfoString(&buf, "ddx gradient program (SET ddx.show_sql = on to see its SQL, or use ddx_explain)");
+  if (show_sql) {
+    appendStringInfoString(&buf, "ddx gradient program: ");
+    appendBinaryStringInfo(&buf, start, (int)(end - start));
+  } else {
+    appendStringInfoString(&buf, "ddx gradient program (SET ddx.show_sql = on to see its SQL, or use ddx_explain)");
+  }
   appendStringInfoString(&buf, end);
   e->context = buf.data;
 }
 
-// Prepares (once per session) and runs the program: SPI_OK_SELECT or an error
-// without the program's text (unless ddx.show_sql).
+// Prepares (once per session) and runs the program: SPI_OK_SELECT, or an
+// error marked as the program's.
 int ExecuteProgram(const char *sql) {
   MemoryContext cxt = CurrentMemoryContext;
   volatile int rc = 0;
@@ -164,11 +170,10 @@ int ExecuteProgram(const char *sql) {
   }
   PG_CATCH();
   {
-    if (show_sql) PG_RE_THROW();
     MemoryContextSwitchTo(cxt);
     ErrorData *edata = CopyErrorData();
     FlushErrorState();
-    ForgetProgramText(edata, sql);
+    MarkProgramError(edata, sql);
     ReThrowError(edata);
   }
   PG_END_TRY();

@@ -30,8 +30,8 @@ def run(decoupled):
            tm.matrix("w2", W2) + tm.vector("b2", b2) +
            "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE w2 ADD PRIMARY KEY (i, j);"
            "ALTER TABLE b1 ADD PRIMARY KEY (j); ALTER TABLE b2 ADD PRIMARY KEY (j);"
-           "DROP TABLE IF EXISTS w1_adam, b1_adam, w2_adam, b2_adam, ddx_optimizer_state;"
            "SELECT ddx_schedule_warmup_cosine('sched', 3, 8, 0.05, 0.005, 12);")
+    run_name = "adamw" if decoupled else "adam"
     tm.psql(sql, db=DB)
     loss_sql = "WITH " + tm.MLP_SQL + " SELECT l FROM loss"
     params = [torch.tensor(a, requires_grad=True) for a in init]
@@ -59,11 +59,13 @@ def run(decoupled):
         tm.psql(f"""SELECT * FROM ddx_adamw_step($loss${loss_sql}$loss$, ARRAY['w1.val', 'b1.val', 'w2.val', 'b2.val'],
                       (SELECT lr FROM sched WHERE step = {it}), beta1 => 0.9, beta2 => 0.95, eps => 1e-8,
                       weight_decay => 0.1, no_decay => ARRAY['b1.val', 'b2.val'], max_grad_norm => 0.05,
-                      decoupled => {'true' if decoupled else 'false'});""", db=DB)
+                      decoupled => {'true' if decoupled else 'false'}, state_name => '{run_name}');""", db=DB)
         for name, p in zip(names, params):
             st = opt.state[p]
             keys = "i, j" if name.startswith("w") else "j"
-            rows = tm.psql(f"SELECT {keys}, p.val, s.m, s.v FROM {name} p JOIN {name}_adam s USING ({keys})", db=DB)
+            rows = tm.psql(f"SELECT {keys}, p.val, s.m, s.v FROM {name} p JOIN ddx_state('{run_name}', '{name}.val') s "
+                           f"ON s.key = to_jsonb(p) - 'val'", db=DB)
+            assert len(rows) == p.numel(), f"{name}: {len(rows)} state rows for {p.numel()} parameters"
             want = {"val": p.detach().numpy(), "m": st["exp_avg"].numpy(), "v": st["exp_avg_sq"].numpy()}
             for r in rows:
                 idx = tuple(int(x) for x in r[:len(keys.split(","))])
@@ -83,8 +85,8 @@ def run_sgd(nesterov):
     tm.psql(tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) + tm.vector("b1", b1) +
             tm.matrix("w2", W2) + tm.vector("b2", b2) +
             "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE w2 ADD PRIMARY KEY (i, j);"
-            "ALTER TABLE b1 ADD PRIMARY KEY (j); ALTER TABLE b2 ADD PRIMARY KEY (j);"
-            "DROP TABLE IF EXISTS w1_sgd, b1_sgd, w2_sgd, b2_sgd, ddx_optimizer_state;", db=DB)
+            "ALTER TABLE b1 ADD PRIMARY KEY (j); ALTER TABLE b2 ADD PRIMARY KEY (j);", db=DB)
+    run_name = "nesterov" if nesterov else "sgd"
     loss_sql = "WITH " + tm.MLP_SQL + " SELECT l FROM loss"
     params = [torch.tensor(a, requires_grad=True) for a in (W1, b1, W2, b2)]
     opt = torch.optim.SGD(params, lr=0.3, momentum=0.9, dampening=0.1 if not nesterov else 0.0,
@@ -98,11 +100,14 @@ def run_sgd(nesterov):
         opt.step()
         tm.psql(f"""SELECT * FROM ddx_sgd_step($loss${loss_sql}$loss$, ARRAY['w1.val', 'b1.val', 'w2.val', 'b2.val'],
                       0.3, momentum => 0.9, dampening => {0.0 if nesterov else 0.1}, weight_decay => 0.01,
-                      nesterov => {'true' if nesterov else 'false'}, max_grad_norm => 0.2);""", db=DB)
+                      nesterov => {'true' if nesterov else 'false'}, max_grad_norm => 0.2,
+                      state_name => '{run_name}');""", db=DB)
         for name, p in zip(names, params):
             keys = "i, j" if name.startswith("w") else "j"
             nk = len(keys.split(","))
-            rows = tm.psql(f"SELECT {keys}, p.val, s.buf FROM {name} p JOIN {name}_sgd s USING ({keys})", db=DB)
+            rows = tm.psql(f"SELECT {keys}, p.val, s.buf FROM {name} p JOIN ddx_state('{run_name}', '{name}.val') s "
+                           f"ON s.key = to_jsonb(p) - 'val'", db=DB)
+            assert len(rows) == p.numel(), f"{name}: {len(rows)} state rows for {p.numel()} parameters"
             want = {"val": p.detach().numpy(), "buf": opt.state[p]["momentum_buffer"].numpy()}
             for r in rows:
                 idx = tuple(int(x) for x in r[:nk])
