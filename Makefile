@@ -13,7 +13,7 @@ PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-
 SHLIB_LINK = -lstdc++
 
 # Every sql/*.sql must be listed here (scripts/test.sh checks it).
-REGRESS = grad_basic constructs scalars forms errors security vjp backward windows frames train runs explain \
+REGRESS = grad_basic constructs scalars forms errors security vjp backward windows frames train runs params explain \
           optim_fixture
 REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
 

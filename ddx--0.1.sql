@@ -29,6 +29,10 @@ CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION ddx_grad_at(text, int4, oid, tid, bool) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ddx_grad_at(text, int4, oid, tid, bool) TO PUBLIC;
+-- The same for a loss that reads statement parameters ($n, plpgsql
+-- variables, SQL-function arguments): their values follow, the program's $1 ....
+CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- stop_gradient(x) is x, held constant by the backward pass.
 CREATE FUNCTION stop_gradient(float8) RETURNS float8
@@ -720,7 +724,8 @@ $$;
 --   ddx_u<i>   the parameter table, updated in place
 -- All parts read the statement's snapshot, so the gradients are those of the
 -- parameters before the step. An error says which step of which run failed
--- and where (the statement is shown with ddx.show_sql = on).
+-- and where (the statement is shown with ddx.show_sql = on). The loss may
+-- read $1, the number of the step being taken (a mini-batch by step).
 CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
@@ -834,25 +839,25 @@ BEGIN
     IF opt = 'sgd' THEN
       -- buf = d on a row's first step, else momentum * buf + (1 - dampening) * d
       sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
-                     'buf = CASE WHEN s.at = %1$s THEN $8 * s.buf + (1 - $9) * d.d ELSE d.d END, at = $2', lcase);
+                     'buf = CASE WHEN s.at = %1$s THEN $8 * s.buf + (1 - $9) * d.d ELSE d.d END, at = $1', lcase);
       icols := 'step, at, buf';
-      ivals := '1, $2, d.d';
+      ivals := '1, $1, d.d';
       sret := 's.buf AS b';
     ELSE
       -- Adam: m, v with the row's own bias correction; u = lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
       sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
                      'm = CASE WHEN s.at = %1$s THEN $4 * s.m ELSE 0 END + (1 - $4) * d.d, '
-                     'v = CASE WHEN s.at = %1$s THEN $5 * s.v ELSE 0 END + (1 - $5) * d.d * d.d, at = $2', lcase);
+                     'v = CASE WHEN s.at = %1$s THEN $5 * s.v ELSE 0 END + (1 - $5) * d.d * d.d, at = $1', lcase);
       icols := 'step, at, m, v';
-      ivals := '1, $2, (1 - $4) * d.d, (1 - $5) * d.d * d.d';
+      ivals := '1, $1, (1 - $4) * d.d, (1 - $5) * d.d * d.d';
       sret := '($3 / (1 - $4 ^ s.step)) * s.m / (sqrt(s.v) / sqrt(1 - $5 ^ s.step) + $6) AS u';
     END IF;
-    ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $1 AND s.col = d.col%4$s '
+    ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
                            'RETURNING s.col, %5$s%6$s)', nt, st, sset, kds, replace(ks, 'k', 's.k'), sret);
     -- (the anti-join runs only when the UPDATE missed rows: 1.1 s of nothing at 800k rows otherwise)
-    ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $1, d.col, %5$s%6$s '
+    ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
                            'FROM ddx_d%1$s d WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
-                           'AND NOT EXISTS (SELECT 1 FROM %2$s s WHERE s.run = $1 AND s.col = d.col%7$s) '
+                           'AND NOT EXISTS (SELECT 1 FROM %2$s s WHERE s.run = $2 AND s.col = d.col%7$s) '
                            'RETURNING s.col, %8$s%9$s)', nt, st, ks, icols, replace(ks, 'k', 'd.k'), ivals, kds,
                            replace(ks, 'k', 's.k'), sret);
     ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
@@ -868,7 +873,7 @@ BEGIN
     -- a row whose value is NULL keeps no state
     FOR j IN 1 .. nc LOOP
       ctes := ctes || format('ddx_x%1$s_%2$s AS (DELETE FROM %3$s s USING ddx_g%1$s g WHERE g.p%2$s IS NULL '
-                             'AND s.run = $1 AND s.col = %4$L%5$s RETURNING 1)', nt, j, st, t.cols[j], kgs);
+                             'AND s.run = $2 AND s.col = %4$L%5$s RETURNING 1)', nt, j, st, t.cols[j], kgs);
     END LOOP;
     -- the update; AdamW decays the value itself: p *= 1 - lr * weight_decay
     upd := '';
@@ -897,7 +902,7 @@ BEGIN
                 array_to_string(ctes, ', '));
   BEGIN
     EXECUTE sql INTO grad_norm, loss
-      USING run_id, step, lr, beta1, beta2, eps, max_grad_norm, momentum, dampening, weight_decay;
+      USING step, run_id, lr, beta1, beta2, eps, max_grad_norm, momentum, dampening, weight_decay;
   EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
                             e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;

@@ -64,7 +64,9 @@ WITH loss AS (SELECT sum(a.val) FROM w a WHERE a.val > (SELECT avg(b.val) FROM w
 \echo :LAST_ERROR_SQLSTATE
 WITH loss AS (SELECT sum(val) FROM (SELECT val FROM w INTERSECT SELECT val FROM x) i) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
-PREPARE p(float8) AS WITH loss AS (SELECT sum(val * $1) FROM w) SELECT grad('loss', val) FROM w;
+-- a statement parameter where the loss needs a constant (params.sql has the parameters that work)
+PREPARE p(int) AS WITH loss AS (SELECT sum(s) FROM (SELECT sum(val) OVER (ORDER BY f ROWS $1 PRECEDING) AS s FROM w) q)
+  SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
 -- constructs the loss cannot contain are named as the user wrote them
 WITH loss AS (SELECT sum((ARRAY[val, 2 * val])[1]) FROM w) SELECT grad('loss', val) FROM w;

@@ -63,6 +63,7 @@ struct DdxOids {
   Oid vjp;
   Oid value;
   Oid grad_at;
+  Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
   Oid stop[2];
 };
 DdxOids oids;
@@ -98,11 +99,13 @@ bool LookupOids() {
       o.vjp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("vjp"))), 3, any3, true);
       o.value = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_value"))), 1, any2, true);
       o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
+      Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
+      o.grad_at_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 6, atp, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
     }
   }
-  o.present = OidIsValid(o.grad) && OidIsValid(o.grad_at);
+  o.present = OidIsValid(o.grad) && OidIsValid(o.grad_at) && OidIsValid(o.grad_at_params);
   o.valid = true;
   oids = o;
   return o.present;
@@ -329,7 +332,7 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
   return names;
 }
 
-void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
+void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
   Collector c;
   PgCall([&] { Collect((Node *)query, &c); });
   // Group the calls by loss; each group gets one program.
@@ -356,6 +359,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
     call.pidx = static_cast<int>(p);
   }
   std::vector<std::string> programs(losses.size());
+  std::vector<std::vector<Param *>> extern_params(losses.size());  // the program's $1, $2, ...
   for (size_t g = 0; g < losses.size(); g++) {
     const GradCall *first = nullptr;
     for (const GradCall &call : c.calls)
@@ -378,6 +382,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
                                            : "The loss column is of type " + loss->cols[0].sql + ".",
                     "Compute the loss as a single float8 or numeric value, e.g. SELECT avg(...) AS l.");
       programs[g] = BuildGradientProgram(loss).sql;
+      extern_params[g] = tr.ExternParams();
     } catch (Error &e) {
       if (e.position < 0) e.position = first->fe->location;
       throw;
@@ -407,7 +412,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
         nt->location = -1;
         isnull = (Node *)nt;
       }
-      fe->funcid = grad_at;
+      fe->funcid = extern_params[call.group].empty() ? oids.grad_at : oids.grad_at_params;
       fe->funcresulttype = FLOAT8OID;
       fe->funcretset = false;
       fe->funcvariadic = false;
@@ -415,6 +420,8 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids, Oid grad_at) {
       fe->funccollid = InvalidOid;
       fe->inputcollid = InvalidOid;
       fe->args = list_make5(prog, pidx, toid, ctid, isnull);
+      // each execution's values of the statement parameters the loss reads
+      for (Param *p : extern_params[call.group]) fe->args = lappend(fe->args, copyObjectImpl(p));
     });
   }
 }
@@ -428,7 +435,7 @@ void PostParseAnalyze(ParseState *pstate, Query *query, JumbleState *jstate) {
     std::vector<Oid> stop;
     for (Oid o : oids.stop)
       if (OidIsValid(o)) stop.push_back(o);
-    RewriteStatement(query, stop, oids.grad_at);
+    RewriteStatement(query, stop);
   });
   if (err.set) err.Raise(pstate);
 }

@@ -1,13 +1,17 @@
 // The runner: executes a gradient program and serves each row's gradient.
 //
-// ddx_grad_at(program, pidx, tableoid, ctid, value_is_null) is what grad()
-// becomes after the hook. On its first call in an execution it runs the
+// ddx_grad_at(program, pidx, tableoid, ctid, value_is_null [, p1, ...]) is
+// what grad() becomes after the hook; p1 ... are the values of the statement
+// parameters the loss reads, the program's $1 .... On its first call in an execution it runs the
 // program (one read-only SPI statement under the statement's own snapshot)
 // and keeps the result, a hash (tableoid, ctid, pidx) -> gradient, in the
 // function's fn_mcxt: that is the executor's per-query context, so the result
 // lives exactly as long as this execution. All grad calls of one program in
-// one execution share it through a session list keyed by (context, program),
-// whose entries unlink themselves when the context is reset or deleted.
+// one execution share it through a session list keyed by (context, program,
+// parameter values), whose entries unlink themselves when the context is
+// reset or deleted. (Parameter values are fixed within an execution, except
+// where a set-returning SQL function was inlined with a lateral argument:
+// each call checks them, and new values run the program again.)
 //
 // Why read-only SPI with the active snapshot: _SPI_execute_plan uses
 // GetActiveSnapshot() unchanged when read_only is true (no
@@ -44,6 +48,7 @@ extern "C" {
 #include "storage/itemptr.h"
 
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "lib/stringinfo.h"
 #include "utils/hsearch.h"
@@ -74,6 +79,12 @@ struct GradEntry {
 struct ExecResult {
   MemoryContext owner;
   char *sql;
+  int nparams;  // the program's $1 .. $n, as this result was computed with
+  Oid *types;
+  Datum *values;
+  char *nulls;  // ' ' or 'n', as SPI takes them
+  int16 *typlens;
+  bool *typbyvals;
   HTAB *grads;
   bool loss_isnull;  // the loss's value, for ddx_value(loss)
   double loss;
@@ -98,7 +109,7 @@ struct KeptPlan {
 KeptPlan *kept_plans = nullptr;
 constexpr int kMaxKeptPlans = 64;
 
-SPIPlanPtr KeptPlanFor(const char *sql) {
+SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types) {
   KeptPlan **p = &kept_plans;
   int n = 0;
   for (; *p; p = &(*p)->next, n++) {
@@ -110,7 +121,7 @@ SPIPlanPtr KeptPlanFor(const char *sql) {
       return hit->plan;
     }
   }
-  SPIPlanPtr plan = SPI_prepare(sql, 0, NULL);
+  SPIPlanPtr plan = SPI_prepare(sql, nparams, types);
   if (!plan) elog(ERROR, "ddx: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
   if (SPI_keepplan(plan)) elog(ERROR, "ddx: SPI_keepplan failed");
   KeptPlan *k = (KeptPlan *)MemoryContextAlloc(TopMemoryContext, sizeof(KeptPlan));
@@ -160,13 +171,13 @@ void MarkProgramError(ErrorData *e, const char *sql) {
 
 // Prepares (once per session) and runs the program: SPI_OK_SELECT, or an
 // error marked as the program's.
-int ExecuteProgram(const char *sql) {
+int ExecuteProgram(const char *sql, const ExecResult *p) {
   MemoryContext cxt = CurrentMemoryContext;
   volatile int rc = 0;
   PG_TRY();
   {
-    SPIPlanPtr plan = KeptPlanFor(sql);
-    rc = SPI_execute_plan(plan, NULL, NULL, true, 0);
+    SPIPlanPtr plan = KeptPlanFor(sql, p->nparams, p->types);
+    rc = SPI_execute_plan(plan, p->values, p->nulls, true, 0);
   }
   PG_CATCH();
   {
@@ -180,8 +191,8 @@ int ExecuteProgram(const char *sql) {
   return rc;
 }
 
-// Runs the program; fills `out` with its gradients (a hash allocated in
-// `owner`) and the loss's value.
+// Runs the program with the parameters in `out`; fills `out` with its
+// gradients (a hash allocated in `owner`) and the loss's value.
 void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = NewGUCNestLevel();
@@ -205,7 +216,7 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   // 1.28M rows onto disk. Sorts that windows need still run. Matmul program
   // 1886 -> 1401 ms (median of 5, interleaved).
   (void)set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  int rc = ExecuteProgram(sql);
+  int rc = ExecuteProgram(sql, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
 
@@ -265,6 +276,40 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   out->grads = h;
 }
 
+// The statement parameters of this call (arguments 6 ...), copied into
+// `owner` as `r`'s.
+void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r) {
+  int n = PG_NARGS() - 5;
+  r->nparams = n;
+  if (n <= 0) return;
+  MemoryContext old = MemoryContextSwitchTo(owner);
+  r->types = (Oid *)palloc(sizeof(Oid) * n);
+  r->values = (Datum *)palloc(sizeof(Datum) * n);
+  r->nulls = (char *)palloc(n);
+  r->typlens = (int16 *)palloc(sizeof(int16) * n);
+  r->typbyvals = (bool *)palloc(sizeof(bool) * n);
+  for (int i = 0; i < n; i++) {
+    r->types[i] = get_fn_expr_argtype(fcinfo->flinfo, 5 + i);
+    if (!OidIsValid(r->types[i])) elog(ERROR, "ddx: could not determine the type of parameter %d", i + 1);
+    get_typlenbyval(r->types[i], &r->typlens[i], &r->typbyvals[i]);
+    r->nulls[i] = PG_ARGISNULL(5 + i) ? 'n' : ' ';
+    r->values[i] = PG_ARGISNULL(5 + i) ? (Datum)0 : datumCopy(PG_GETARG_DATUM(5 + i), r->typbyvals[i], r->typlens[i]);
+  }
+  MemoryContextSwitchTo(old);
+}
+
+// Whether `r` was computed with this call's parameter values.
+bool SameParams(FunctionCallInfo fcinfo, const ExecResult *r) {
+  int n = PG_NARGS() - 5;
+  if (n != r->nparams) return false;
+  for (int i = 0; i < n; i++) {
+    bool isnull = PG_ARGISNULL(5 + i);
+    if (isnull != (r->nulls[i] == 'n')) return false;
+    if (!isnull && !datumIsEqual(PG_GETARG_DATUM(5 + i), r->values[i], r->typbyvals[i], r->typlens[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -285,13 +330,15 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
   if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
   if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
   ExecResult *r = (ExecResult *)fcinfo->flinfo->fn_extra;
-  if (!r) {
+  if (!r || (PG_NARGS() > 5 && !SameParams(fcinfo, r))) {
     MemoryContext owner = fcinfo->flinfo->fn_mcxt;
     char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
     for (r = exec_results; r; r = r->next)
-      if (r->owner == owner && strcmp(r->sql, sql) == 0) break;
+      if (r->owner == owner && strcmp(r->sql, sql) == 0 && SameParams(fcinfo, r)) break;
     if (!r) {
       ExecResult result;
+      memset(&result, 0, sizeof result);
+      TakeParams(fcinfo, owner, &result);
       RunProgram(sql, owner, &result);
       r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
       *r = result;

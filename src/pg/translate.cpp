@@ -353,6 +353,20 @@ void CheckQuery(Query *q) {
 Translator::Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids)
     : params_(std::move(params)), stop_oids_(std::move(stop_gradient_oids)) {}
 
+// The SQL of a statement parameter in the program: its own $k, typed, k
+// numbering the distinct parameters in order of first use. The runner binds
+// $k to the value the statement's execution has for the parameter (the hook
+// passes the Param itself to ddx_grad_at), so a cached or generic plan
+// differentiates with each execution's values.
+std::string Translator::ProgramParam(Param *p) {
+  size_t k = 0;
+  while (k < extern_params_.size() && extern_params_[k]->paramid != p->paramid) k++;
+  if (k == extern_params_.size()) extern_params_.push_back(p);
+  else if (extern_params_[k]->paramtype != p->paramtype)
+    Refuse("parameter $" + std::to_string(p->paramid) + " of two types in the loss");
+  return "($" + std::to_string(k + 1) + "::" + TypeSql(p->paramtype, p->paramtypmod) + ")";
+}
+
 RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
   struct Raw {
     char relkind;
@@ -1058,7 +1072,14 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     auto bound = [&](Node *n) -> std::string {
       if (!n) return "";
       if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
-      if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant in the loss");
+      if (IsA(n, Param) && castNode(Param, n)->paramkind == PARAM_EXTERN) return ProgramParam(castNode(Param, n));
+      if (IsA(n, FuncExpr) && castNode(FuncExpr, n)->funcformat == COERCE_IMPLICIT_CAST &&
+          list_length(castNode(FuncExpr, n)->args) == 1) {  // LIMIT $1 of an int4 parameter: int8($1)
+        Node *a = (Node *)linitial(castNode(FuncExpr, n)->args);
+        if (IsA(a, Param) && castNode(Param, a)->paramkind == PARAM_EXTERN)
+          return "CAST(" + ProgramParam(castNode(Param, a)) + " AS " + TypeSql(exprType(n), exprTypmod(n)) + ")";
+      }
+      if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant or a parameter in the loss");
       auto *k = castNode(Const, n);
       return k->constisnull ? "" : ConstSql(k);
     };
@@ -1192,8 +1213,14 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       if (p->paramkind == PARAM_SUBLINK && c.sublink_params && p->paramid >= 1 &&
           p->paramid <= static_cast<int>(c.sublink_params->size()))
         return (*c.sublink_params)[p->paramid - 1];
-      Refuse("parameter $" + std::to_string(p->paramid) + " in the loss", "The loss must not depend on statement parameters.",
-             "Keep parameters outside the loss, or store their values in a table the loss reads.");
+      if (p->paramkind == PARAM_EXTERN) {  // a value held constant, bound when the program runs
+        auto k = std::make_shared<ddx::Expr>();
+        k->kind = ExprKind::Const;
+        k->text = ProgramParam(p);
+        k->type = ExprTypeOf(n);
+        return MakeOpaque("$1", "parameter $" + std::to_string(p->paramid), {k}, k->type);
+      }
+      Refuse("parameter $" + std::to_string(p->paramid) + " in the loss");
     }
     case T_RelabelType: {
       auto *r = castNode(RelabelType, n);

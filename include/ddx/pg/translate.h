@@ -45,6 +45,10 @@ class Translator {
   RelP TranslateCte(CommonTableExpr *cte, const Scope *owner);
   // A view, expanded (memoized by OID).
   RelP TranslateView(Oid relid);
+  // The statement parameters ($n: PREPARE, plpgsql variables, SQL-function
+  // arguments) the translated relations read, in the order of the program's
+  // own parameters: the program's $k is ExternParams()[k - 1].
+  const std::vector<Param *> &ExternParams() const { return extern_params_; }
 
   struct Ctx;
 
@@ -59,6 +63,7 @@ class Translator {
   RelP JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out);
   RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope, std::map<const SubLink *, int> &out);
   ExprP Expr(Node *n, const Ctx &c);
+  std::string ProgramParam(Param *p);
   ExprP Sublink(SubLink *sl, const Ctx &c);
 
   std::vector<ParamTarget> params_;
@@ -66,6 +71,7 @@ class Translator {
   std::map<const CommonTableExpr *, RelP> ctes_;
   std::map<Oid, RelP> views_;
   std::map<const SubLink *, RelP> scalars_;
+  std::vector<Param *> extern_params_;
 };
 
 // The loss of vjp(out, cot, ...): Σ over the rows of out ⋈ cot (on the
