@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""The GPT of examples/gpt against a float64 PyTorch twin (nanoGPT's model,
+written out with torch.nn.functional), fed the same initial tables and the
+same batches: after each of 5 AdamW steps as nanoGPT configures it (decay
+on matrices and embeddings, none on LayerNorm gains and biases, betas 0.9 /
+0.99, clipping at 1.0, warmup + cosine schedule), the loss, every parameter
+table and both moments must agree to 1e-9 relative. At 1 and 2 layers;
+clipping must be active in at least one step.
+
+Closes with "gpt: N passed, N failed".
+"""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+torch.set_default_dtype(torch.float64)
+DB = "ddx_gpt"
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPT = os.path.join(HERE, "..", "..", "examples", "gpt")
+TOL = 1e-9
+results = []
+
+# table -> key columns, in the order of the tensor's dimensions
+SHAPES = {
+    "wte": ["v", "e"], "wpe": ["t", "e"], "ln1_g": ["l", "e"], "ln1_b": ["l", "e"], "ln2_g": ["l", "e"],
+    "ln2_b": ["l", "e"], "lnf_g": ["e"], "lnf_b": ["e"], "wq": ["l", "e", "h", "d"], "wk": ["l", "e", "h", "d"],
+    "wv": ["l", "e", "h", "d"], "bq": ["l", "h", "d"], "bk": ["l", "h", "d"], "bv": ["l", "h", "d"],
+    "wo": ["l", "h", "d", "e"], "bo": ["l", "e"], "wfc": ["l", "e", "k"], "bfc": ["l", "k"], "wmp": ["l", "k", "e"],
+    "bmp": ["l", "e"],
+}
+NO_DECAY = {"ln1_g", "ln1_b", "ln2_g", "ln2_b", "lnf_g", "lnf_b", "bq", "bk", "bv", "bo", "bfc", "bmp"}
+
+
+def psql(sql, db=DB):
+    r = subprocess.run(["psql", "-X", "-q", "-At", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-d", db], input=sql,
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr)
+    return [line.split("\t") for line in r.stdout.splitlines() if line]
+
+
+def table(name, query):
+    """A parameter table (or its state column) as an array indexed by its keys (layers from 1 -> 0)."""
+    keys = SHAPES[name]
+    rows = psql(query)
+    idx = [tuple(int(r[i]) - (1 if keys[i] == "l" else 0) for i in range(len(keys))) for r in rows]
+    shape = tuple(max(i[d] for i in idx) + 1 for d in range(len(keys)))
+    a = np.full(shape, np.nan)
+    for i, r in zip(idx, rows):
+        a[i] = float(r[len(keys)])
+    assert not np.isnan(a).any(), name
+    return a
+
+
+def weights(name):
+    return table(name, f"SELECT {', '.join(SHAPES[name])}, val FROM gpt.{name}")
+
+
+def moments(name, run):
+    keys = SHAPES[name]
+    k = ", ".join(f"(s.key ->> '{c}')::int" for c in keys)
+    m = table(name, f"SELECT {k}, s.m FROM ddx_state('{run}', 'gpt.{name}.val') s")
+    v = table(name, f"SELECT {k}, s.v FROM ddx_state('{run}', 'gpt.{name}.val') s")
+    return m, v
+
+
+def layer_norm(x, g, b):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5)
+
+
+def forward(p, tok, tgt, L, H):
+    """nanoGPT's GPT.forward: loss of the batch (tok, tgt: B x T)."""
+    B, T = tok.shape
+    x = p["wte"][tok] + p["wpe"][:T]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for l in range(L):
+        h = layer_norm(x, p["ln1_g"][l], p["ln1_b"][l])
+        q, k, v = (torch.einsum("bte,ehd->bhtd", h, p[w][l]) + p[b][l][None, :, None, :]
+                   for w, b in (("wq", "bq"), ("wk", "bk"), ("wv", "bv")))
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = att @ v
+        x = x + torch.einsum("bhtd,hde->bte", y, p["wo"][l]) + p["bo"][l]
+        h = layer_norm(x, p["ln2_g"][l], p["ln2_b"][l])
+        f = torch.nn.functional.gelu(h @ p["wfc"][l] + p["bfc"][l], approximate="tanh")
+        x = x + f @ p["wmp"][l] + p["bmp"][l]
+    x = layer_norm(x, p["lnf_g"], p["lnf_b"])
+    logits = x @ p["wte"].T
+    return torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+
+
+def get_lr(it, warmup, decay, max_lr, min_lr):  # nanoGPT
+    if it < warmup:
+        return max_lr * (it + 1) / (warmup + 1)
+    if it > decay:
+        return min_lr
+    return min_lr + 0.5 * (1 + math.cos(math.pi * (it - warmup) / (decay - warmup))) * (max_lr - min_lr)
+
+
+def twin(L, H, C, T, B, steps=5):
+    name = f"GPT {L} layer{'s' if L > 1 else ''}, {H} heads, {C} channels, context {T}, batch {B}"
+    run = f"twin {L}"
+    psql(f"SELECT gpt.setup({L}, {H}, {C}, {T}, {B}, steps => {steps});"
+         f"SELECT ddx_schedule_warmup_cosine('gpt_sched', 2, {steps}, 3e-3, 3e-4, {steps});")
+    p = {n: torch.tensor(weights(n), requires_grad=True) for n in SHAPES}
+    decay = [p[n] for n in SHAPES if n not in NO_DECAY]
+    no_decay = [p[n] for n in SHAPES if n in NO_DECAY]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-3, betas=(0.9, 0.99), eps=1e-8)
+    worst, clipped = 0.0, 0
+    for it in range(steps):
+        batch = psql(f"SELECT b, t, tok, tgt FROM gpt.batches WHERE step = {it + 1} ORDER BY b, t")
+        tok = torch.tensor([int(r[2]) for r in batch]).reshape(B, T)
+        tgt = torch.tensor([int(r[3]) for r in batch]).reshape(B, T)
+        lr = get_lr(it, 2, steps, 3e-3, 3e-4)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad()
+        loss = forward(p, tok, tgt, L, H)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(p.values()), max_norm=1.0)
+        clipped += bool(norm > 1.0)
+        opt.step()
+        got = psql(f"""SELECT step, loss, grad_norm FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(),
+                          (SELECT lr FROM gpt_sched WHERE step = {it}), beta1 => 0.9, beta2 => 0.99, eps => 1e-8,
+                          weight_decay => 0.1, no_decay => gpt.no_decay(), max_grad_norm => 1.0,
+                          state_name => '{run}')""")[0]
+        assert int(got[0]) == it + 1, got
+        worst = max(worst, abs(float(got[1]) - loss.item()) / abs(loss.item()),
+                    abs(float(got[2]) - norm.item()) / norm.item())
+        for n in SHAPES:
+            st = opt.state[p[n]]
+            m, v = moments(n, run)
+            if n == "bk":
+                # q·(k + bk) = q·k + q·bk adds the same to every score of a query, which softmax
+                # ignores: bk's gradient is 0 in exact arithmetic, rounding noise in both. Both must
+                # stay noise (|m| far below any other table's), not agree on it.
+                noise = max(np.max(np.abs(m)), np.max(np.abs(st["exp_avg"].numpy())))
+                if noise > 1e-12:
+                    print(f"  step {it + 1} bk: moment {noise:.1e}, not rounding noise")
+                    worst = max(worst, 1.0)
+                continue
+            for ours, theirs in ((weights(n), p[n].detach().numpy()), (m, st["exp_avg"].numpy()),
+                                 (v, st["exp_avg_sq"].numpy())):
+                # relative, with values far below the table's largest compared at 1e-3 of it
+                scale = np.maximum(np.abs(theirs), 1e-3 * np.max(np.abs(theirs)) + 1e-300)
+                e = float(np.max(np.abs(ours - theirs) / scale))
+                if e > TOL:
+                    print(f"  step {it + 1} {n}: {e:.1e} (largest {np.max(np.abs(theirs)):.1e})")
+                worst = max(worst, e)
+    ok = worst <= TOL and clipped > 0
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  {name}: {steps} AdamW steps, loss {float(got[1]):.4f}, "
+          f"max relative error {worst:.1e} (loss, norm, {len(SHAPES)} tables, both moments), clipped in {clipped}")
+
+
+def main():
+    subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
+                    f"CREATE DATABASE {DB}"], check=True, capture_output=True)
+    psql("CREATE EXTENSION ddx;")
+    for f in ("gpt.sql", "load_gpl3.sql"):
+        r = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-f", os.path.join(GPT, f)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(r.stderr[-2000:])
+    for cfg in ((1, 2, 16, 8, 2), (2, 2, 8, 8, 2)):
+        try:
+            twin(*cfg)
+        except Exception as e:  # a failure of one size is reported, the other still runs
+            results.append(False)
+            print(f"FAILED  GPT {cfg}: {e}")
+    print(f"gpt: {sum(results)} passed, {len(results) - sum(results)} failed")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
