@@ -493,6 +493,22 @@ BEGIN
   UPDATE _ddx.run r SET step = 0, updated = now() WHERE r.id = run_id;
 END $$;
 
+-- Deletes a run's state rows that count no more: rows not stepped when
+-- their column last was (their value was NULL, or the row was deleted).
+CREATE FUNCTION _ddx.run_prune(run_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  st regclass;
+  run_id int := (SELECT r.id FROM _ddx.run r WHERE r.name = run_name);
+BEGIN
+  FOR st IN SELECT s.state FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
+             WHERE r.id = run_id AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = s.state) LOOP
+    EXECUTE format('DELETE FROM %s s USING _ddx.run_param p JOIN _ddx.state_table t ON t.param = p.param '
+                   'WHERE t.state = $2 AND p.run = $1 AND s.run = $1 AND s.col = p.col AND s.at < p.last_step', st)
+      USING run_id, st;
+  END LOOP;
+END $$;
+
 -- Starts the next step of run `run_name` with optimizer `opt`: creates the
 -- run on its first step, checks that it is an `opt` run, and returns its id,
 -- the number of the step now being taken and its owner (whose state tables
@@ -577,7 +593,9 @@ END $$;
 
 -- ddx_state(run, param): the optimizer state a run keeps for a parameter
 -- column ('table.column'): each row's key (as jsonb, by the table's key
--- column names), its own step count, Adam's moments, SGD's buffer.
+-- column names), its own step count, Adam's moments, SGD's buffer. Rows
+-- whose value was NULL, or that were deleted, when the column was last
+-- stepped have none.
 CREATE FUNCTION ddx_state(run text, param text)
 RETURNS TABLE (key jsonb, step int, m float8, v float8, buf float8)
 LANGUAGE plpgsql STABLE AS $$
@@ -597,9 +615,12 @@ BEGIN
   FOR k IN 1 .. coalesce(array_length(made, 1), 0) LOOP
     kj := kj || format('%L, s.k%s, ', made[k], k);
   END LOOP;
+  -- a row counts only if it was stepped when its column last was (a row
+  -- NULL or deleted since has no state)
   RETURN QUERY EXECUTE format('SELECT jsonb_build_object(%s) AS key, s.step, s.m, s.v, s.buf FROM %s s '
-                              'WHERE s.run = $1 AND s.col = $2 ORDER BY 1', rtrim(kj, ', '), st)
-    USING i, p.col;
+                              'JOIN _ddx.run_param r ON r.run = s.run AND r.param = $3 AND r.col = s.col '
+                              'AND r.last_step = s.at WHERE s.run = $1 AND s.col = $2 ORDER BY 1', rtrim(kj, ', '), st)
+    USING i, p.col::text, p.tbl;
 END $$;
 
 -- --- gradients into tables -----------------------------------------------------
@@ -707,8 +728,13 @@ $$;
 
 -- --- optimizer steps -------------------------------------------------------
 
--- One optimizer step, the body of ddx_adamw_step and ddx_sgd_step (their
--- arguments; `opt` is 'adamw', 'adam' or 'sgd'). One statement does it all:
+-- The statement of one optimizer step (see _ddx.optimizer_step) for the
+-- parameter tables `tabs` of a run owned by `run_owner`: the same text for
+-- every step of a run with the same settings, so that a session prepares it
+-- once (the hook builds the gradient program once, the planner plans the
+-- statement once). Its parameters: $1 the step, $2 the run's id, $3 lr,
+-- $4 beta1, $5 beta2, $6 eps, $7 max_grad_norm, $8 momentum, $9 dampening,
+-- $10 weight_decay; the loss may read $1. Also returns the tables it updates.
 --   ddx_g<i>   each parameter table's rows with key, values and gradients
 --              (grad() calls of one loss: one backward pass for all tables)
 --   ddx_norm   the loss (ddx_value: the same pass) and the global norm
@@ -720,28 +746,20 @@ $$;
 --              starts at zero (lazy state); one UPDATE and an anti-joined
 --              INSERT cost half of INSERT ... ON CONFLICT at 800k rows
 --   ddx_v<i>   what each row's value moves by
---   ddx_x<i>_j the state of rows whose value is NULL, deleted
 --   ddx_u<i>   the parameter table, updated in place
--- All parts read the statement's snapshot, so the gradients are those of the
--- parameters before the step. An error says which step of which run failed
--- and where (the statement is shown with ddx.show_sql = on). The loss may
--- read $1, the number of the step being taken (a mini-batch by step).
-CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
-                                   eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
-                                   momentum float8, dampening float8, nesterov boolean, run_name text,
-                                   OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+-- A row whose value is NULL is not stepped: its state row, if any, falls
+-- behind its column's last step and counts no more (ddx_state does not show
+-- it; it starts again from zero when the row has a value; ddx_train prunes
+-- such rows when it ends). Deleting them here cost a nested loop per table.
+CREATE FUNCTION _ddx.step_sql(opt text, loss_sql text, tabs _ddx.param_table[], run_owner regrole, decays boolean,
+                              nesterov boolean, stateful boolean, OUT sql text, OUT stepped text[])
 LANGUAGE plpgsql AS $$
 DECLARE
-  tabs _ddx.param_table[];
   t _ddx.param_table;
-  run_id int;
-  run_owner regrole;
   st regclass;
-  prev int;
   gctes text[] := '{}';  -- ddx_g<i>, before ddx_norm
   ctes text[] := '{}';   -- the rest, after ddx_scale
   norms text[] := '{}';
-  stepped text[] := '{}';
   ks text;   -- k1, k2, ...
   kgt text;  -- AND t.<key> = g.k1 ...
   kst text;  -- AND t.<key> = s.k1 ...
@@ -757,37 +775,11 @@ DECLARE
   upd text;
   nc int;
   nt int := 0;
-  stateful boolean := opt <> 'sgd' OR momentum <> 0;
-  sql text;
-  e_state text;
-  e_msg text;
-  e_detail text;
-  e_hint text;
-  e_ctx text;
-  e_where text;
 BEGIN
-  -- PyTorch's argument checks
-  IF lr IS NULL OR lr < 0 THEN
-    RAISE EXCEPTION 'invalid learning rate: %', lr USING ERRCODE = '22023';
-  END IF;
-  IF eps < 0 OR beta1 < 0 OR beta1 >= 1 OR beta2 < 0 OR beta2 >= 1 OR weight_decay < 0 OR momentum < 0 OR
-     dampening < 0 OR coalesce(max_grad_norm, 0) < 0 THEN
-    RAISE EXCEPTION 'invalid optimizer setting'
-      USING ERRCODE = '22023', DETAIL = format('lr %s, betas (%s, %s), eps %s, weight_decay %s, momentum %s, '
-                                                'dampening %s, max_grad_norm %s: betas lie in [0, 1), the others '
-                                                'are not negative.', lr, beta1, beta2, eps, weight_decay, momentum,
-                                                dampening, max_grad_norm);
-  END IF;
-  IF nesterov AND (momentum <= 0 OR dampening <> 0) THEN
-    RAISE EXCEPTION 'Nesterov momentum requires a momentum and zero dampening' USING ERRCODE = '22023';
-  END IF;
-  loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
-  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
-  run_name := coalesce(run_name, (SELECT string_agg(x.qtbl || '.' || quote_ident(c), ', ' ORDER BY x.qtbl, c)
-                                    FROM unnest(tabs) x CROSS JOIN LATERAL unnest(x.cols) c));
-  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  stepped := '{}';
   FOREACH t IN ARRAY tabs LOOP
     nt := nt + 1;
+    stepped := stepped || t.qtbl;
     nc := array_length(t.cols, 1);
     ks := '';
     kgt := '';
@@ -808,15 +800,15 @@ BEGIN
     FOR j IN 1 .. nc LOOP
       gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
       norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
-      prev := NULL;
-      SELECT p.last_step INTO prev FROM _ddx.run_param p WHERE p.run = run_id AND p.param = t.tbl AND p.col = t.cols[j];
-      lcase := lcase || format(' WHEN %L THEN %s', t.cols[j], coalesce(prev::text, 'NULL::int'));
+      -- the run step the column was last stepped at, read once per execution
+      lcase := lcase || format(' WHEN %1$L THEN (SELECT p.last_step FROM _ddx.run_param p WHERE p.run = $2 '
+                               'AND p.param = %2$s::pg_catalog.oid::pg_catalog.regclass AND p.col = %1$L)',
+                               t.cols[j], t.tbl::oid);
       -- the gradient applied: clipped, plus the L2 term (Adam, SGD) where the column decays
       dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d FROM ddx_g%s g, ddx_scale c '
                              'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
-                             CASE WHEN opt <> 'adamw' AND t.decay[j] AND weight_decay <> 0
+                             CASE WHEN opt <> 'adamw' AND t.decay[j] AND decays
                                   THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, j);
-      stepped := stepped || t.specs[j];
     END LOOP;
     lcase := lcase || ' END';
     gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
@@ -825,7 +817,7 @@ BEGIN
       upd := '';
       FOR j IN 1 .. nc LOOP
         upd := upd || format('%1$I = t.%1$I - $3 * (g.g%2$s * c.s%3$s), ', t.cols[j], j,
-                             CASE WHEN t.decay[j] AND weight_decay <> 0 THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END);
+                             CASE WHEN t.decay[j] AND decays THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END);
       END LOOP;
       ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_g%1$s g, ddx_scale c WHERE true%4$s RETURNING 1)',
                              nt, t.qtbl, rtrim(upd, ', '), kgt);
@@ -870,16 +862,11 @@ BEGIN
     ELSE
       ctes := ctes || format('ddx_v%1$s AS (SELECT * FROM ddx_s%1$s)', nt);
     END IF;
-    -- a row whose value is NULL keeps no state
-    FOR j IN 1 .. nc LOOP
-      ctes := ctes || format('ddx_x%1$s_%2$s AS (DELETE FROM %3$s s USING ddx_g%1$s g WHERE g.p%2$s IS NULL '
-                             'AND s.run = $2 AND s.col = %4$L%5$s RETURNING 1)', nt, j, st, t.cols[j], kgs);
-    END LOOP;
     -- the update; AdamW decays the value itself: p *= 1 - lr * weight_decay
     upd := '';
     FOR j IN 1 .. nc LOOP
       upd := upd || format('%1$I = t.%1$I%2$s - %3$s, ', t.cols[j],
-                           CASE WHEN opt = 'adamw' AND t.decay[j] AND weight_decay <> 0 THEN ' * (1 - $3 * $10)' ELSE '' END,
+                           CASE WHEN opt = 'adamw' AND t.decay[j] AND decays THEN ' * (1 - $3 * $10)' ELSE '' END,
                            CASE WHEN nc = 1 THEN 's.u' ELSE format('coalesce(s.u%s, 0)', j) END);
     END LOOP;
     IF nc = 1 THEN
@@ -900,14 +887,87 @@ BEGIN
                 'SELECT n.norm, n.loss FROM ddx_norm n',
                 loss_sql, array_to_string(gctes, ', '), array_to_string(norms, ' UNION ALL '),
                 array_to_string(ctes, ', '));
+END $$;
+
+-- One optimizer step, the body of ddx_adamw_step and ddx_sgd_step (their
+-- arguments; `opt` is 'adamw', 'adam' or 'sgd'): checks, the run's next
+-- step, and the step's statement (_ddx.step_sql), prepared once per session
+-- and executed. All of it reads the statement's snapshot, so the gradients
+-- are those of the parameters before the step. An error says which step of
+-- which run failed and where (the statement is shown with ddx.show_sql =
+-- on). The loss may read $1, the number of the step being taken (a
+-- mini-batch by step).
+CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
+                                   eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
+                                   momentum float8, dampening float8, nesterov boolean, run_name text,
+                                   OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  tabs _ddx.param_table[];
+  run_id int;
+  run_owner regrole;
+  stepped text[];
+  sql text;
+  prepared text;
+  e_state text;
+  e_msg text;
+  e_detail text;
+  e_hint text;
+  e_ctx text;
+  e_where text;
+BEGIN
+  -- PyTorch's argument checks
+  IF lr IS NULL OR lr < 0 THEN
+    RAISE EXCEPTION 'invalid learning rate: %', lr USING ERRCODE = '22023';
+  END IF;
+  IF eps < 0 OR beta1 < 0 OR beta1 >= 1 OR beta2 < 0 OR beta2 >= 1 OR weight_decay < 0 OR momentum < 0 OR
+     dampening < 0 OR coalesce(max_grad_norm, 0) < 0 THEN
+    RAISE EXCEPTION 'invalid optimizer setting'
+      USING ERRCODE = '22023', DETAIL = format('lr %s, betas (%s, %s), eps %s, weight_decay %s, momentum %s, '
+                                                'dampening %s, max_grad_norm %s: betas lie in [0, 1), the others '
+                                                'are not negative.', lr, beta1, beta2, eps, weight_decay, momentum,
+                                                dampening, max_grad_norm);
+  END IF;
+  IF nesterov AND (momentum <= 0 OR dampening <> 0) THEN
+    RAISE EXCEPTION 'Nesterov momentum requires a momentum and zero dampening' USING ERRCODE = '22023';
+  END IF;
+  loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
+  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
+  run_name := coalesce(run_name, (SELECT string_agg(x.qtbl || '.' || quote_ident(c), ', ' ORDER BY x.qtbl, c)
+                                    FROM unnest(tabs) x CROSS JOIN LATERAL unnest(x.cols) c));
+  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  SELECT q.sql, q.stepped INTO sql, stepped
+    FROM _ddx.step_sql(opt, loss_sql, tabs, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
+  -- prepared once per session and statement (plans are kept across the
+  -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
+  -- and ddx differentiate it, again)
+  prepared := '_ddx_step_' || md5(sql);
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = prepared) THEN
+    BEGIN
+      EXECUTE format('PREPARE %I (int, int, float8, float8, float8, float8, float8, float8, float8, float8) AS %s',
+                     prepared, sql);
+    EXCEPTION WHEN OTHERS THEN  -- the loss as written, or a construct ddx cannot differentiate
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
+                              e_hint = PG_EXCEPTION_HINT;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
+        DETAIL = format('Step %s of training run "%s" (%s) failed while preparing its statement (the loss as '
+                        'written, and its derivative).', step, run_name, opt) ||
+                 CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
+                 CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
+        HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
+               CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
+                    ELSE 'SET ddx.show_sql = on to see the statement.' END;
+    END;
+  END IF;
   BEGIN
-    EXECUTE sql INTO grad_norm, loss
-      USING step, run_id, lr, beta1, beta2, eps, max_grad_norm, momentum, dampening, weight_decay;
+    -- (EXECUTE of a prepared statement takes no $n of its own: the values are
+    -- literals, float8's text being exact)
+    EXECUTE format('EXECUTE %I (%s, %s, %L, %L, %L, %L, %L, %L, %L, %L)', prepared, step, run_id, lr, beta1, beta2,
+                   eps, max_grad_norm, momentum, dampening, weight_decay) INTO grad_norm, loss;
   EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
                             e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
     e_where := CASE WHEN strpos(e_ctx, 'ddx gradient program') > 0 THEN 'computing the loss and its gradient'
-                    WHEN left(e_state, 2) IN ('42', '0A') THEN 'preparing its statement (the loss as written, and its derivative)'
                     ELSE 'updating ' || array_to_string(stepped, ', ') || ' and the optimizer state' END;
     RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
       DETAIL = format('Step %s of training run "%s" (%s) failed while %s.', step, run_name, opt, e_where) ||
@@ -1077,6 +1137,7 @@ BEGIN
     done := r.step;
     COMMIT;
   END LOOP;
+  PERFORM _ddx.run_prune(run_name);
 END $$;
 
 -- ddx_explain: the gradient programs behind a statement, step by step: each
@@ -1099,6 +1160,7 @@ DECLARE
   old_nl text := current_setting('enable_nestloop');
   old_mj text := current_setting('enable_mergejoin');
   old_sort text := current_setting('enable_sort');
+  old_jcl text := current_setting('join_collapse_limit');
   aplan jsonb;
 BEGIN
   EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
@@ -1118,12 +1180,14 @@ BEGIN
       PERFORM set_config('enable_nestloop', 'off', true);
       PERFORM set_config('enable_mergejoin', 'off', true);
       PERFORM set_config('enable_sort', 'off', true);
+      PERFORM set_config('join_collapse_limit', '1', true);
       EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || prog INTO aplan;
       PERFORM set_config('search_path', old_path, true);
       PERFORM set_config('jit', old_jit, true);
       PERFORM set_config('enable_nestloop', old_nl, true);
       PERFORM set_config('enable_mergejoin', old_mj, true);
       PERFORM set_config('enable_sort', old_sort, true);
+      PERFORM set_config('join_collapse_limit', old_jcl, true);
     END IF;
     FOR i IN 1 .. array_length(parts, 1) LOOP
       program := p;

@@ -8,7 +8,8 @@ import sys
 import time
 
 # the settings the runner (src/pg/runner.cpp) gives a program
-RUNNER = "SET jit = off; SET enable_nestloop = off; SET enable_mergejoin = off; SET enable_sort = off"
+RUNNER = ("SET jit = off; SET enable_nestloop = off; SET enable_mergejoin = off; SET enable_sort = off; "
+          "SET join_collapse_limit = 1; SET plan_cache_mode = force_generic_plan")
 
 
 def program_of(db, grad_sql, path=None):

@@ -79,6 +79,20 @@ SELECT snapshot();
 SELECT step FROM ddx_adamw_step('SELECT l FROM loss', ARRAY['w.val'], 0.1, weight_decay => 0, state_name => 'b');
 SELECT * FROM fresh_adam_step(0.1) WHERE f = 3;
 
+-- a row's state that counts no more (its value NULL at the last step) is
+-- not shown, and ddx_train deletes it when it ends
+UPDATE w SET val = NULL WHERE f = 4;
+CALL ddx_train('SELECT l FROM loss', ARRAY['w.val'], 7, 'c', state_name => 'b', weight_decay => 0);
+SELECT key, step FROM ddx_state('b', 'w.val') ORDER BY key;
+DO $$
+DECLARE n int;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM %s s WHERE s.run = (SELECT id FROM _ddx.run WHERE name = ''b'')',
+                 (SELECT state FROM _ddx.state_table WHERE param = 'runs.w'::regclass)) INTO n;
+  RAISE WARNING 'state rows of run b: %', n;
+END $$;
+UPDATE w SET val = 0.4 WHERE f = 4;
+
 -- 3. Tables of the user's with the names ddx once used are never touched
 CREATE TABLE w_grad (note text);
 INSERT INTO w_grad VALUES ('my gradient log'), ('keep me');
@@ -235,7 +249,7 @@ EXCEPTION WHEN OTHERS THEN
                           hint = PG_EXCEPTION_HINT;
   RAISE WARNING '% %: %', st, msg, det;
   RAISE WARNING 'hint: %', hint;
-  RAISE WARNING 'context: % characters, quotes generated SQL: %', length(ctx), ctx LIKE '%MATERIALIZED%';
+  RAISE WARNING 'context under 1,000 characters: %, quotes generated SQL: %', length(ctx) < 1000, ctx LIKE '%MATERIALIZED%';
 END $$;
 SET ddx.show_sql = on;
 DO $$

@@ -216,6 +216,20 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   // 1.28M rows onto disk. Sorts that windows need still run. Matmul program
   // 1886 -> 1401 ms (median of 5, interleaved).
   (void)set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  // The planner estimates CTE scans with no statistics (a join of two at one
+  // row), so it reorders a program's joins on noise: a GPT's saved final
+  // LayerNorm joined the token embedding to the MLP's output on the channel
+  // alone, 77,824 rows, before the batch picked the token. The program's
+  // joins are written in the order of the user's query, roots first; kept
+  // so, the GPT's program took 556 ms instead of 897, the bench's matmul,
+  // MLP and attention programs changed within noise (0.94-1.10, interleaved).
+  (void)set_config_option("join_collapse_limit", "1", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  // A program with statement parameters (a training step's batch, $1) would
+  // be planned anew for each of its first executions (custom plans): ~200 ms
+  // of a GPT step's 900. Its parameters select rows (a batch, a LIMIT); the
+  // generic plan is planned once and kept.
+  (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                          0, false);
   int rc = ExecuteProgram(sql, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
