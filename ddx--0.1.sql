@@ -909,6 +909,7 @@ DECLARE
   stepped text[];
   sql text;
   prepared text;
+  stale text;
   e_state text;
   e_msg text;
   e_detail text;
@@ -943,6 +944,13 @@ BEGIN
   -- and ddx differentiate it, again)
   prepared := '_ddx_step_' || md5(sql);
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = prepared) THEN
+    -- at most 8 kept per session, the least recently prepared go (a loss
+    -- whose text changes every step, its batch formatted in, would
+    -- otherwise keep one per step)
+    FOR stale IN SELECT p.name FROM pg_catalog.pg_prepared_statements p WHERE p.name LIKE '\_ddx\_step\_%'
+                  ORDER BY p.prepare_time DESC OFFSET 7 LOOP
+      EXECUTE format('DEALLOCATE %I', stale);
+    END LOOP;
     BEGIN
       EXECUTE format('PREPARE %I (int, int, float8, float8, float8, float8, float8, float8, float8, float8) AS %s',
                      prepared, sql);

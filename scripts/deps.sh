@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ddx needs on Debian 12, if missing (as root, or through sudo).
 set -euo pipefail
-PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev cmake g++ make python3-torch python3-numpy python3-psycopg2"
+PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev cmake g++ make python3-torch python3-numpy python3-psycopg2 gnuplot-nox"
 missing=()
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -292,5 +292,11 @@ SELECT ddx_run_drop('b2');
 SELECT count(*) FROM ddx_runs WHERE name = 'b2';
 SELECT ddx_run_drop('b2');
 \echo :LAST_ERROR_SQLSTATE
+-- a loss whose text changes every step (its batch formatted in) keeps at
+-- most 8 prepared step statements in the session
+DO $$ BEGIN FOR b IN 1 .. 12 LOOP
+  PERFORM ddx_adamw_step(format('SELECT l * %s FROM loss', b), ARRAY['w.val'], 0.01, state_name => 'formatted');
+END LOOP; END $$;
+SELECT count(*) AS kept FROM pg_prepared_statements WHERE name LIKE '\_ddx\_step\_%';
 -- the loss may end with a semicolon
 SELECT step FROM ddx_adamw_step('SELECT l FROM loss;  ', ARRAY['w.val'], 0.01, state_name => 'semicolon');

@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
+
+    bench/gpt.py [repeats] [--drift STEPS]
+
+For each size (the reference demo's: 1 layer, 2 heads, 16 channels,
+context 16, batch 4; and 2 layers, 4 heads, 64 channels, context 32,
+batch 8), in one session, medians of `repeats` interleaved runs (ms):
+  forward    the loss query as written, under PostgreSQL's default plan, with
+             nested loops off, and with nested loops and JIT off (a user can
+             have any of them: the best is the honest denominator)
+  backward   one statement with the gradient of all 20 parameter tables
+             (its forward included), and its ratio to the best forward
+  step       ddx_adamw_step as nanoGPT configures AdamW, and its ratio
+  fixed      per step: building the gradient program (the hook, at parse
+             analysis) and planning the step's statement, from EXPLAIN
+  memory     the backend's peak resident memory after the steps (VmHWM) and
+             the temporary-file bytes of one step
+  torch      PyTorch float64, one thread: forward + backward + AdamW step
+With --drift N: an N-step ddx_train run at the first size, the median step
+time of its first and last 100 steps.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import psycopg2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
+import test_gpt as tg  # noqa: E402
+
+DB = "ddx_bench_gpt"
+REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
+DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv else 0
+SIZES = [(1, 2, 16, 16, 4), (2, 4, 64, 32, 8)]  # the second with half the repeats: ~3 min each
+STEP_SQL = ("SELECT * FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(), %s, beta2 => 0.99, weight_decay => 0.1, "
+            "no_decay => gpt.no_decay(), max_grad_norm => 1.0, state_name => 'bench')")
+
+
+def ms(cur, sql, args=None):
+    t = time.perf_counter()
+    cur.execute(sql, args)
+    if cur.description:
+        cur.fetchall()
+    return (time.perf_counter() - t) * 1000
+
+
+def setup(conn, size, steps):
+    cur = conn.cursor()
+    cur.execute("SELECT gpt.setup(%s, %s, %s, %s, %s, steps => %s)", size + (steps,))
+    cur.execute("SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = 'bench'")
+    cur.execute("VACUUM ANALYZE")
+
+
+def gradient_sql(cur):
+    """One statement with the gradient of every parameter table, batch 1."""
+    cur.execute("SELECT gpt.loss_sql(), gpt.params()")
+    loss, params = cur.fetchone()
+    loss = loss.replace("$1", "1")
+    parts = [f"g{i} AS (SELECT sum(grad('ddx_loss', t.{p.split('.')[2]})) AS g FROM {'.'.join(p.split('.')[:2])} t)"
+             for i, p in enumerate(params)]
+    return (loss, f"WITH ddx_loss AS ({loss}), " + ", ".join(parts) + " SELECT " +
+            " + ".join(f"(SELECT g FROM g{i})" for i in range(len(params))))
+
+
+def one_size(conn, size, repeats):
+    L, H, C, T, B = size
+    setup(conn, size, 10 + repeats * 2)
+    cur = conn.cursor()
+    loss, grad = gradient_sql(cur)
+    plans = {"default": "RESET enable_nestloop; RESET jit", "nestloop off": "SET enable_nestloop = off; RESET jit",
+             "nestloop, jit off": "SET enable_nestloop = off; SET jit = off"}
+    fwd = {k: [] for k in plans}
+    bwd, step = [], []
+    ms(cur, grad)  # programs prepared once per session: warm
+    cur.execute(STEP_SQL, (1e-3,))
+    for r in range(repeats):
+        for k, s in plans.items():
+            cur.execute(s)
+            fwd[k].append(ms(cur, loss))
+        cur.execute("RESET enable_nestloop; RESET jit")
+        bwd.append(ms(cur, grad))
+        step.append(ms(cur, STEP_SQL, (1e-3,)))
+    f = {k: statistics.median(v) for k, v in fwd.items()}
+    best = min(f.values())
+    b, s = statistics.median(bwd), statistics.median(step)
+    # fixed costs: the hook's program build and the planning of the step's statement
+    t = time.perf_counter()
+    cur.execute("EXPLAIN " + grad)
+    cur.fetchall()
+    build = (time.perf_counter() - t) * 1000
+    cur.execute("SELECT gpt.loss_sql(), gpt.params(), gpt.no_decay()")
+    # one step's temp bytes and the backend's peak memory
+    cur.execute("SELECT pg_stat_force_next_flush()")
+    cur.execute("SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")
+    tb0 = cur.fetchone()[0]
+    cur.execute(STEP_SQL, (1e-3,))
+    cur.execute("SELECT pg_stat_force_next_flush()")
+    cur.execute("SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")
+    tb = cur.fetchone()[0] - tb0
+    cur.execute("SELECT pg_backend_pid()")
+    pid = cur.fetchone()[0]
+    try:  # the peak RSS counts the shared buffers the backend touched: shown beside it
+        with open(f"/proc/{pid}/status") as fh:
+            st = {line.split(":")[0]: line.split()[1] for line in fh if ":" in line}
+        hwm = f"{int(st['VmHWM']) // 1024} MB ({int(st['RssShmem']) // 1024} shared)"
+    except (OSError, KeyError):
+        hwm = "?"
+    return f, best, b, s, build, tb, hwm
+
+
+def torch_step(size):
+    import torch
+    torch.set_num_threads(1)
+    L, H, C, T, B = size
+    nv = 76
+    g = torch.Generator().manual_seed(0)
+    shapes = {"wte": (nv, C), "wpe": (T, C), "ln1_g": (L, C), "ln1_b": (L, C), "ln2_g": (L, C), "ln2_b": (L, C),
+              "lnf_g": (C,), "lnf_b": (C,), "wq": (L, C, H, C // H), "wk": (L, C, H, C // H),
+              "wv": (L, C, H, C // H), "bq": (L, H, C // H), "bk": (L, H, C // H), "bv": (L, H, C // H),
+              "wo": (L, H, C // H, C), "bo": (L, C), "wfc": (L, C, 4 * C), "bfc": (L, 4 * C), "wmp": (L, 4 * C, C),
+              "bmp": (L, C)}
+    p = {n: (0.02 * torch.randn(s, generator=g)).requires_grad_() for n, s in shapes.items()}
+    opt = torch.optim.AdamW(list(p.values()), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    tok = torch.randint(0, nv, (B, T), generator=g)
+    tgt = torch.randint(0, nv, (B, T), generator=g)
+    times = []
+    for _ in range(20):
+        t = time.perf_counter()
+        opt.zero_grad()
+        tg.forward(p, tok, tgt, L, H).backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+        opt.step()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times[5:])
+
+
+def drift(conn, steps):
+    setup(conn, SIZES[0], steps)
+    cur = conn.cursor()
+    cur.execute("SELECT ddx_schedule_constant('bench_lr', 1e-3, %s)", (steps,))
+    conn.autocommit = True
+    cur.execute("CALL ddx_train(gpt.loss_sql(), gpt.params(), %s, 'bench_lr', weight_decay => 0.1, "
+                "no_decay => gpt.no_decay(), max_grad_norm => 1.0, beta2 => 0.99, state_name => 'bench drift', "
+                "log_every => 100000)", (steps,))
+    cur.execute("SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY step)) * 1000 FROM ddx_train_log "
+                "WHERE run = 'bench drift' ORDER BY step")
+    t = [r[0] for r in cur.fetchall()][1:]
+    first, last = statistics.median(t[:100]), statistics.median(t[-100:])
+    print(f"{steps}-step ddx_train run: median step {first:.0f} ms (first 100) vs {last:.0f} ms (last 100): "
+          f"{100 * (last - first) / first:+.1f}%")
+
+
+def main():
+    subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
+                    f"CREATE DATABASE {DB}"], check=True, capture_output=True)
+    for f in ("gpt.sql", "load_gpl3.sql"):
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", "CREATE EXTENSION IF NOT EXISTS ddx",
+                        "-f", os.path.join(HERE, "..", "examples", "gpt", f)], check=True, capture_output=True)
+    conn = psycopg2.connect(dbname=DB)
+    conn.autocommit = True
+    print(f"GPT of examples/gpt, median of {REPEATS} interleaved runs (ms); ratios to the best forward plan")
+    print(f"{'size (layers, heads, channels, context, batch)':<48} {'forward: default':>16} {'nl off':>8} "
+          f"{'nl+jit off':>10} {'backward':>9} {'ratio':>6} {'step':>7} {'ratio':>6} {'build':>6} {'temp':>6} "
+          f"{'peak RSS':>18} {'torch step':>10}")
+    for size, repeats in zip(SIZES, (REPEATS, max(2, REPEATS // 2))):
+        f, best, b, s, build, tb, hwm = one_size(conn, size, repeats)
+        t = torch_step(size)
+        print(f"{str(size):<48} {f['default']:16.0f} {f['nestloop off']:8.0f} {f['nestloop, jit off']:10.0f} "
+              f"{b:9.0f} {b / best:6.2f} {s:7.0f} {s / best:6.2f} {build:6.0f} {tb:6d} {hwm:>18} {t:10.2f}",
+              flush=True)
+        print(f"{'':<48} default-plan ratios: backward {b / f['default']:.2f}, step {s / f['default']:.2f}")
+    if DRIFT:
+        drift(conn, DRIFT)
+
+
+if __name__ == "__main__":
+    main()
