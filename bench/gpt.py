@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
 
-    bench/gpt.py [repeats] [--drift STEPS]
+    bench/gpt.py [repeats] [--small] [--drift STEPS]
 
 For each size (the reference demo's: 1 layer, 2 heads, 16 channels,
 context 16, batch 4; and 2 layers, 4 heads, 64 channels, context 32,
@@ -35,6 +35,7 @@ import test_gpt as tg  # noqa: E402
 DB = "ddx_bench_gpt"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv else 0
+SMALL = "--small" in sys.argv  # the first size only
 SIZES = [(1, 2, 16, 16, 4), (2, 4, 64, 32, 8)]  # the second with half the repeats: ~3 min each
 STEP_SQL = ("SELECT * FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(), %s, beta2 => 0.99, weight_decay => 0.1, "
             "no_decay => gpt.no_decay(), max_grad_norm => 1.0, state_name => 'bench')")
@@ -166,7 +167,7 @@ def main():
     print(f"{'size (layers, heads, channels, context, batch)':<48} {'forward: default':>16} {'nl off':>8} "
           f"{'nl+jit off':>10} {'backward':>9} {'ratio':>6} {'step':>7} {'ratio':>6} {'build':>6} {'temp':>6} "
           f"{'peak RSS':>18} {'torch step':>10}")
-    for size, repeats in zip(SIZES, (REPEATS, max(2, REPEATS // 2))):
+    for size, repeats in list(zip(SIZES, (REPEATS, max(2, REPEATS // 2))))[:1 if SMALL else 2]:
         f, best, b, s, build, tb, hwm = one_size(conn, size, repeats)
         t = torch_step(size)
         print(f"{str(size):<48} {f['default']:16.0f} {f['nestloop off']:8.0f} {f['nestloop, jit off']:10.0f} "

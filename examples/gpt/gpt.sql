@@ -80,45 +80,45 @@ BEGIN
     EXECUTE format('DROP TABLE IF EXISTS gpt.%I', tname);
   END LOOP;
   PERFORM setseed(seed);
-  CREATE TABLE gpt.wte (v int, e int, val float8, PRIMARY KEY (v, e));
+  CREATE TABLE gpt.wte (v int, e int, val float8, PRIMARY KEY (v, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wte SELECT v, e, gpt.normal(0.02) FROM generate_series(0, nv - 1) v, generate_series(0, n_embd - 1) e ORDER BY v, e;
-  CREATE TABLE gpt.wpe (t int, e int, val float8, PRIMARY KEY (t, e));
+  CREATE TABLE gpt.wpe (t int, e int, val float8, PRIMARY KEY (t, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wpe SELECT t, e, gpt.normal(0.02) FROM generate_series(0, block_size - 1) t, generate_series(0, n_embd - 1) e ORDER BY t, e;
   FOREACH tname IN ARRAY ARRAY['ln1', 'ln2'] LOOP
-    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e))', tname || '_g');
+    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45)', tname || '_g');
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, 1 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) e', tname || '_g')
       USING n_layer, n_embd;
-    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e))', tname || '_b');
+    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45)', tname || '_b');
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, 0 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) e', tname || '_b')
       USING n_layer, n_embd;
   END LOOP;
-  CREATE TABLE gpt.lnf_g (e int PRIMARY KEY, val float8);
+  CREATE TABLE gpt.lnf_g (e int PRIMARY KEY, val float8) WITH (fillfactor = 45);
   INSERT INTO gpt.lnf_g SELECT e, 1 FROM generate_series(0, n_embd - 1) e;
-  CREATE TABLE gpt.lnf_b (e int PRIMARY KEY, val float8);
+  CREATE TABLE gpt.lnf_b (e int PRIMARY KEY, val float8) WITH (fillfactor = 45);
   INSERT INTO gpt.lnf_b SELECT e, 0 FROM generate_series(0, n_embd - 1) e;
   FOREACH tname IN ARRAY ARRAY['q', 'k', 'v'] LOOP
-    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, h int, d int, val float8, PRIMARY KEY (l, e, h, d))', 'w' || tname);
+    EXECUTE format('CREATE TABLE gpt.%I (l int, e int, h int, d int, val float8, PRIMARY KEY (l, e, h, d)) WITH (fillfactor = 45)', 'w' || tname);
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, h, d, gpt.normal(0.02) FROM generate_series(1, $1) l, '
                    'generate_series(0, $2 - 1) e, generate_series(0, $3 - 1) h, generate_series(0, $4 - 1) d '
                    'ORDER BY l, e, h, d', 'w' || tname) USING n_layer, n_embd, n_head, hd;
-    EXECUTE format('CREATE TABLE gpt.%I (l int, h int, d int, val float8, PRIMARY KEY (l, h, d))', 'b' || tname);
+    EXECUTE format('CREATE TABLE gpt.%I (l int, h int, d int, val float8, PRIMARY KEY (l, h, d)) WITH (fillfactor = 45)', 'b' || tname);
     EXECUTE format('INSERT INTO gpt.%I SELECT l, h, d, 0 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) h, '
                    'generate_series(0, $3 - 1) d', 'b' || tname) USING n_layer, n_head, hd;
   END LOOP;
-  CREATE TABLE gpt.wo (l int, h int, d int, e int, val float8, PRIMARY KEY (l, h, d, e));
+  CREATE TABLE gpt.wo (l int, h int, d int, e int, val float8, PRIMARY KEY (l, h, d, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wo SELECT l, h, d, e, gpt.normal(proj) FROM generate_series(1, n_layer) l, generate_series(0, n_head - 1) h,
     generate_series(0, hd - 1) d, generate_series(0, n_embd - 1) e ORDER BY l, h, d, e;
-  CREATE TABLE gpt.bo (l int, e int, val float8, PRIMARY KEY (l, e));
+  CREATE TABLE gpt.bo (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.bo SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
-  CREATE TABLE gpt.wfc (l int, e int, k int, val float8, PRIMARY KEY (l, e, k));
+  CREATE TABLE gpt.wfc (l int, e int, k int, val float8, PRIMARY KEY (l, e, k)) WITH (fillfactor = 45);
   INSERT INTO gpt.wfc SELECT l, e, k, gpt.normal(0.02) FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e,
     generate_series(0, 4 * n_embd - 1) k ORDER BY l, e, k;
-  CREATE TABLE gpt.bfc (l int, k int, val float8, PRIMARY KEY (l, k));
+  CREATE TABLE gpt.bfc (l int, k int, val float8, PRIMARY KEY (l, k)) WITH (fillfactor = 45);
   INSERT INTO gpt.bfc SELECT l, k, 0 FROM generate_series(1, n_layer) l, generate_series(0, 4 * n_embd - 1) k;
-  CREATE TABLE gpt.wmp (l int, k int, e int, val float8, PRIMARY KEY (l, k, e));
+  CREATE TABLE gpt.wmp (l int, k int, e int, val float8, PRIMARY KEY (l, k, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wmp SELECT l, k, e, gpt.normal(proj) FROM generate_series(1, n_layer) l, generate_series(0, 4 * n_embd - 1) k,
     generate_series(0, n_embd - 1) e ORDER BY l, k, e;
-  CREATE TABLE gpt.bmp (l int, e int, val float8, PRIMARY KEY (l, e));
+  CREATE TABLE gpt.bmp (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.bmp SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
   -- a batch per step: `batch` sequences of block_size + 1 tokens (inputs and targets)
   TRUNCATE gpt.batches;
