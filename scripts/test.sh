@@ -82,6 +82,14 @@ f=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p'
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
+note "golden snapshots: the gradient programs of the bench workloads and the GPT"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/golden/programs.py 2>&1)
+echo "$out" | tail -3
+p=$(echo "$out" | sed -n 's/^golden: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^golden: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+
 note "pg_regress under valgrind memcheck"
 if [ "${DDX_SKIP_VALGRIND:-}" = 1 ]; then
   echo "skipped (DDX_SKIP_VALGRIND=1)"

@@ -2,7 +2,10 @@
 // valid SQL (libpg_query) and for the refusals the core owns.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "ddx/core/program.h"
 #include "sql_parses.h"
@@ -13,6 +16,30 @@ namespace {
 const Type kF8{"pg_catalog.float8", true};
 const Type kI4{"pg_catalog.int4", false};
 const Type kBool{"pg_catalog.bool", false};
+
+// Every program a test builds is also a golden snapshot: compared with
+// test/golden/unit/<Suite>.<Test>.<n>.sql (DDX_UPDATE_GOLDEN=1 writes them),
+// so that a reorganization of the core is proven to emit the same bytes.
+Program Build(const RelP &loss) {
+  Program p = BuildGradientProgram(loss);
+  const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+  static std::string last;
+  static int n = 0;
+  std::string key = std::string(info->test_suite_name()) + "." + info->name();
+  if (key != last) last = key, n = 0;
+  std::string path = std::string(DDX_GOLDEN_DIR) + "/" + key + "." + std::to_string(n++) + ".sql";
+  if (std::getenv("DDX_UPDATE_GOLDEN")) {
+    std::ofstream(path) << p.sql;
+    return p;
+  }
+  std::ifstream f(path);
+  std::stringstream want;
+  want << f.rdbuf();
+  if (!f.good() || want.str() != p.sql)
+    ADD_FAILURE() << "the program differs from its golden snapshot " << path
+                  << " (if the change is meant, DDX_UPDATE_GOLDEN=1 rewrites it)";
+  return p;
+}
 
 RelP Scan(const std::string &table, std::vector<std::string> names, std::vector<Type> types,
           std::vector<int> param) {
@@ -129,8 +156,8 @@ RelP FourLeafSideOf(bool contraction) {
 }
 
 TEST(Program, ACompoundSideOfAContractionIsSavedNotRecomputedPerJoinedRow) {
-  Program c = BuildGradientProgram(FourLeafSideOf(true));
-  Program o = BuildGradientProgram(FourLeafSideOf(false));
+  Program c = Build(FourLeafSideOf(true));
+  Program o = Build(FourLeafSideOf(false));
   EXPECT_EQ(ParseError(c.sql), "") << c.sql;
   EXPECT_EQ(ParseError(o.sql), "") << o.sql;
   // the contraction saves h (one more forward step, read by rid); grouped by
@@ -139,7 +166,7 @@ TEST(Program, ACompoundSideOfAContractionIsSavedNotRecomputedPerJoinedRow) {
 }
 
 TEST(Program, LinearModelProgramParsesAndHasOneStepPerRelation) {
-  Program p = BuildGradientProgram(LinearLoss());
+  Program p = Build(LinearLoss());
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // forward: the scans x and w and the two aggregates; the join and the
   // projections are recomputed inside the aggregates' regions
@@ -157,7 +184,7 @@ TEST(Program, ForwardSqlParses) {
 TEST(Program, LossMustBeOneNumericColumn) {
   RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
   try {
-    BuildGradientProgram(w);
+    Build(w);
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_EQ(e.code, "22023");
@@ -171,7 +198,7 @@ TEST(Program, GroupKeyThatCarriesGradientIsRefused) {
   RelP use = Project(g, {Call("mul", {Col(0, kF8), Col(1, kF8)})});
   RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
   try {
-    BuildGradientProgram(loss);
+    Build(loss);
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_EQ(e.code, "0A000");
@@ -184,7 +211,7 @@ TEST(Program, GroupKeyThatCarriesNoGradientIsAccepted) {
   RelP g = Aggregate(pre, 1, {{"sum", 1}}, {kF8, kF8});
   RelP use = Project(g, {Col(1, kF8)});
   RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
-  EXPECT_EQ(ParseError(BuildGradientProgram(loss).sql), "");
+  EXPECT_EQ(ParseError(Build(loss).sql), "");
 }
 
 TEST(Program, FunctionWithoutRuleOnTheGradientPathIsRefused) {
@@ -192,7 +219,7 @@ TEST(Program, FunctionWithoutRuleOnTheGradientPathIsRefused) {
   RelP p = Project(w, {Opaque("pg_catalog.round($1)", {Col(1, kF8)}, kF8, "round")});
   RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
   try {
-    BuildGradientProgram(loss);
+    Build(loss);
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_EQ(e.code, "42883");
@@ -207,7 +234,7 @@ TEST(Program, VolatileFunctionOnTheGradientPathIsRefused) {
   RelP p = Project(w, {Call("mul", {Col(1, kF8), rnd})});
   RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
   try {
-    BuildGradientProgram(loss);
+    Build(loss);
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_EQ(e.code, "0A000");
@@ -244,7 +271,7 @@ TEST(Program, CaseSublinkUnionAndLimitEmitValidSql) {
   lim->limit = "3";
   RelP loss = Aggregate(lim, 0, {{"sum", 0}, {"max", 0}}, {kF8, kF8});
   RelP one = Project(loss, {Call("add", {Col(0, kF8), Col(1, kF8)})});
-  Program prog = BuildGradientProgram(one);
+  Program prog = Build(one);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("EXISTS (SELECT 1 FROM"), std::string::npos);
 }
@@ -257,7 +284,7 @@ TEST(Program, NoParameterReachedStillNamesTheResultColumns) {
   RelP g = Aggregate(pre, 1, {{"count", 1}}, {kF8, {"pg_catalog.int8", false}});
   RelP use = Project(g, {Call("cast", {Col(1, {"pg_catalog.int8", false})})});
   RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
-  Program prog = BuildGradientProgram(loss);
+  Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "");
   EXPECT_NE(prog.sql.find("NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx"), std::string::npos);
 }
@@ -269,7 +296,7 @@ TEST(Program, SharedRelationSumsItsReaders) {
   RelP j = Join(sq, sq, Opaque("($1 = $2)", {Col(0, kI4), Col(2, kI4)}, kBool));
   RelP p = Project(j, {Call("mul", {Col(1, kF8), Col(3, kF8)})});
   RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
-  Program prog = BuildGradientProgram(loss);
+  Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "");
   EXPECT_NE(prog.sql.find("UNION ALL SELECT q.rid"), std::string::npos) << prog.sql;
 }
@@ -300,7 +327,7 @@ Frame Rows(BoundKind s, std::string so, BoundKind e, std::string eo) {
 TEST(Program, WindowSumRunsTheTransposedFrame) {
   RelP win = WindowOver({"sum", 1, -1, "1"}, Rows(BoundKind::Preceding, "2", BoundKind::Following, "1"));
   RelP loss = SumOfSquares(win, 2);
-  Program prog = BuildGradientProgram(loss);
+  Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("OVER (w ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING)"), std::string::npos) << prog.sql;
   EXPECT_NE(prog.sql.find("OVER (wt ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING)"), std::string::npos) << prog.sql;
@@ -313,7 +340,7 @@ TEST(Program, WindowSumRunsTheTransposedFrame) {
 TEST(Program, LagIsTransposedToLead) {
   RelP win = WindowOver({"lag", 1, 1, "2"}, Frame{});
   RelP loss = Aggregate(Project(win, {Col(2, kF8)}), 0, {{"sum", 0}}, {kF8});
-  Program prog = BuildGradientProgram(loss);
+  Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("lead(b.d2, 2) OVER wp"), std::string::npos) << prog.sql;
   EXPECT_NE(prog.sql.find("lag(true, 2, false) OVER wp"), std::string::npos) << prog.sql;
@@ -325,7 +352,7 @@ TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
   RelP value = Aggregate(Project(win, {Call("mul", {Col(1, kF8), Call("cast", {Col(2, kI8)})})}), 0, {{"sum", 0}},
                          {kF8});
   try {
-    BuildGradientProgram(value);
+    Build(value);
     FAIL() << "rank used as a value was accepted";
   } catch (const Error &e) {
     EXPECT_EQ(e.code, "0A000");
@@ -337,7 +364,7 @@ TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
   f->cols = win->cols;
   f->cond = Opaque("($1 <= 3)", {Col(2, kI8)}, kBool);
   RelP topk = Aggregate(Project(f, {Col(1, kF8)}), 0, {{"sum", 0}}, {kF8});
-  Program prog = BuildGradientProgram(topk);
+  Program prog = Build(topk);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
 }
 
@@ -350,7 +377,7 @@ TEST(Program, ScansReadInPlaceUseTheCtid) {
     for (auto &in : r->inputs) mark(in);
   };
   mark(loss);
-  Program p = BuildGradientProgram(loss);
+  Program p = Build(loss);
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.forward_steps, 2);  // the two aggregates
   EXPECT_EQ(p.sql.find("row_number() OVER () AS rid, t."), std::string::npos) << p.sql;
@@ -364,19 +391,19 @@ TEST(Program, ScansReadInPlaceUseTheCtid) {
 // (a NOT NULL column, or one a join compared with a strict operator).
 TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
   RelP loss = LinearLoss();
-  Program p = BuildGradientProgram(loss);
+  Program p = Build(loss);
   // (an integer key widened to bigint, NULL a bigint no integer equals,
   // computed once per row on each side: one column to hash and compare)
   EXPECT_NE(p.sql.find("ON r.k0 = a.h0)"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0"), std::string::npos) << p.sql;
   // (a float key: the stand-in value and the NULL flag)
-  p = BuildGradientProgram(SumOfSquares(SumBy(XJoinW(-1, 0), Col(2, kF8), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
+  p = Build(SumOfSquares(SumBy(XJoinW(-1, 0), Col(2, kF8), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("ON r.k0 = a.h0 AND r.k0n = a.h0n"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("COALESCE(a.c0, CAST(0 AS pg_catalog.float8)) AS h0, (a.c0) IS NULL AS h0n"), std::string::npos)
       << p.sql;
   RelP j = XJoinW(-1, 0, {true, false, false});
-  p = BuildGradientProgram(SumOfSquares(SumBy(j, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
+  p = Build(SumOfSquares(SumBy(j, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("ON r.k0 = a.c0"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("a.h0"), std::string::npos) << p.sql;
@@ -389,7 +416,7 @@ TEST(Program, KeysThatCannotBeNullJoinByPlainEquality) {
 TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   ExprP tanh_w = Call("mul", {Call("tanh", {Col(2, kF8)}), Col(4, kF8)});
   RelP pred = SumBy(XJoinW(0, 1), Col(0, kI4), tanh_w);
-  Program p = BuildGradientProgram(SumOfSquares(pred, 1));
+  Program p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS ((q.r1), (q.r0))"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("n.u0"), std::string::npos) << p.sql;  // the factor, at its grain
@@ -398,7 +425,7 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   EXPECT_EQ(p.sql.find("min(q.x"), std::string::npos) << p.sql;
 
   pred = SumBy(XJoinW(0, 1), Col(0, kI4), Call("add", {tanh_w, Call("mul", {Col(2, kF8), Col(2, kF8)})}));
-  p = BuildGradientProgram(SumOfSquares(pred, 1));
+  p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS ((q.r0), (q.r1), (q.g0, q.r0))"), std::string::npos) << p.sql;
 }
@@ -411,7 +438,7 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
 TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   RelP j = XJoinW(0, 1);
   RelP pred = SumBy(j, Col(3, kI4), Call("mul", {Call("exp", {Col(2, kF8)}), Col(4, kF8)}));
-  Program p = BuildGradientProgram(SumOfSquares(pred, 1));
+  Program p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // forward: exp in the subquery over x, read above the join as s.h0
   EXPECT_NE(p.sql.find("exp(a0.c2) AS h0 FROM f1 a0 WHERE EXISTS (SELECT 1 FROM f2 a1 WHERE (a0.c1 = a1.c0))"),
@@ -426,7 +453,7 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
   pred = SumBy(j, Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
   RelP yj = Join(y, pred, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
-  p = BuildGradientProgram(
+  p = Build(
       Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("EXISTS"), std::string::npos) << p.sql;
@@ -438,7 +465,7 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
 // to w; x JOIN w is not recomputed. With x a parameter too, one pass over
 // the region serves both (GROUPING SETS).
 TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
-  Program p = BuildGradientProgram(LinearLoss());
+  Program p = Build(LinearLoss());
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // (the cotangents carry their groups' saved columns: no join with f5 on rid)
   EXPECT_NE(p.sql.find("FROM f1 a0 OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1"), std::string::npos) << p.sql;
@@ -448,7 +475,7 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("GROUP BY q.oa0_c1) t JOIN f2 a1 ON (t.oa0_c1 = a1.c0) GROUP BY 1"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 
-  p = BuildGradientProgram(SumOfSquares(SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
+  p = Build(SumOfSquares(SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 }
@@ -469,7 +496,7 @@ TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
                          kBool, "AND"));
     RelP s = Aggregate(Project(j, {Col(0, t), Col(3, t), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
                        {t, t, kF8});
-    return BuildGradientProgram(SumOfSquares(s, 2));
+    return Build(SumOfSquares(s, 2));
   };
   Program p = attention(kI4);
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
@@ -503,7 +530,7 @@ TEST(Program, AConditionOnKeysThatLinksTheParameterStays) {
   RelP j = Join(x, w, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
   RelP s = Aggregate(Project(j, {Col(3, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 2, {{"sum", 2}},
                      {kI4, kI4, kF8});
-  Program p = BuildGradientProgram(SumOfSquares(s, 2));
+  Program p = Build(SumOfSquares(s, 2));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   size_t b = p.sql.find("\nb");
   EXPECT_NE(p.sql.find("OPERATOR(pg_catalog.=)", b), std::string::npos) << p.sql;
@@ -529,16 +556,16 @@ TEST(Program, ContractionKeysOfTheParameterSide) {
     return SumOfSquares(pred, n);
   };
   // GROUP BY x.s, w.f ON x.f = w.f: w.f is joined with the cotangents as x.f
-  Program p = BuildGradientProgram(loss_by({0, 3}, "($1 OPERATOR(pg_catalog.=) $2)"));
+  Program p = Build(loss_by({0, 3}, "($1 OPERATOR(pg_catalog.=) $2)"));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("COALESCE(CAST(a0.c1 AS pg_catalog.int8), 4294967296) AS k1"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("AS g1"), std::string::npos) << p.sql;
   // GROUP BY x.s, w.f ON x.f < w.f: w.f is grouped, then matched with w
-  p = BuildGradientProgram(loss_by({0, 3}, "($1 < $2)"));
+  p = Build(loss_by({0, 3}, "($1 < $2)"));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("a.c1 AS g1"), std::string::npos) << p.sql;
   // GROUP BY w.f ON x.f < w.f: no key of x; the region x JOIN w is recomputed
-  p = BuildGradientProgram(loss_by({3}, "($1 < $2)"));
+  p = Build(loss_by({3}, "($1 < $2)"));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("AS g0"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("GROUP BY q.rid"), std::string::npos) << p.sql;
@@ -564,7 +591,7 @@ TEST(Program, TheOnlyRootsTermsAreNotSummed) {
   RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
   RelP z = Aggregate(Project(x, {Col(0, kI4), Call("exp", {Col(2, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
   RelP p = Project(Join(x, z, eq(0, 3)), {Call("div", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
-  Program prog = BuildGradientProgram(SumOfSquares(p, 0));
+  Program prog = Build(SumOfSquares(p, 0));
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_EQ(prog.sql.find("GROUPING SETS"), std::string::npos) << prog.sql;
   EXPECT_NE(prog.sql.find("FROM m7 WHERE r0 IS NOT NULL)"), std::string::npos) << prog.sql;
@@ -581,7 +608,7 @@ TEST(Program, SoftmaxMaxIsHeldConstantOnlyWhereTheLossCannotSeeIt) {
   RelP e = Project(Join(x, mx, eq(0, 3)), {Col(0, kI4), Col(1, kI4), Call("exp", {Call("sub", {Col(2, kF8), Col(4, kF8)})})});
   RelP z = Aggregate(Project(e, {Col(0, kI4), Col(2, kF8)}), 1, {{"sum", 1}}, {kI4, kF8});
   auto held = [](const RelP &loss) {
-    Program p = BuildGradientProgram(loss);
+    Program p = Build(loss);
     EXPECT_EQ(ParseError(p.sql), "") << p.sql;
     return p.sql.find("FILTER (WHERE") == std::string::npos;
   };
