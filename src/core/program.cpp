@@ -136,9 +136,11 @@ struct Region {
 // A value of `type` that stands for NULL beside a NULL flag, or "" (none known).
 std::string NullStandIn(const std::string &type) {
   std::string dflt;
-  static const char *const kZero[] = {"integer", "bigint", "smallint", "pg_catalog.int4", "pg_catalog.int8",
-                                      "pg_catalog.int2", "pg_catalog.float8", "pg_catalog.float4", "numeric",
-                                      "pg_catalog.numeric"};
+  static const char *const kZero[] = {"integer",           "bigint",
+                                      "smallint",          "pg_catalog.int4",
+                                      "pg_catalog.int8",   "pg_catalog.int2",
+                                      "pg_catalog.float8", "pg_catalog.float4",
+                                      "numeric",           "pg_catalog.numeric"};
   for (const char *t : kZero)
     if (type == t) dflt = "0";
   if (type == "text" || type == "pg_catalog.text" || type.rfind("character varying", 0) == 0) dflt = "''";
@@ -163,19 +165,24 @@ std::string NullSafeEq(const std::string &a, const std::string &b, const std::st
   if (!one.empty()) return one + " = " + NullSafeKey(b, type);
   std::string d = NullStandIn(type);
   if (d.empty()) return "(" + a + ") IS NOT DISTINCT FROM (" + b + ")";
-  return "((" + a + ") IS NULL) = ((" + b + ") IS NULL) AND COALESCE(" + a + ", " + d + ") = COALESCE(" + b + ", " +
-         d + ")";
+  return "((" + a + ") IS NULL) = ((" + b + ") IS NULL) AND COALESCE(" + a + ", " + d + ") = COALESCE(" + b + ", " + d +
+         ")";
 }
 
 // --- window frames -----------------------------------------------------------
 
 std::string BoundSql(const FrameBound &b) {
   switch (b.kind) {
-    case BoundKind::UnboundedPreceding: return "UNBOUNDED PRECEDING";
-    case BoundKind::Preceding: return b.offset + " PRECEDING";
-    case BoundKind::CurrentRow: return "CURRENT ROW";
-    case BoundKind::Following: return b.offset + " FOLLOWING";
-    case BoundKind::UnboundedFollowing: return "UNBOUNDED FOLLOWING";
+    case BoundKind::UnboundedPreceding:
+      return "UNBOUNDED PRECEDING";
+    case BoundKind::Preceding:
+      return b.offset + " PRECEDING";
+    case BoundKind::CurrentRow:
+      return "CURRENT ROW";
+    case BoundKind::Following:
+      return b.offset + " FOLLOWING";
+    case BoundKind::UnboundedFollowing:
+      return "UNBOUNDED FOLLOWING";
   }
   return "";
 }
@@ -194,11 +201,20 @@ Frame Transpose(const Frame &f) {
   auto mirror = [](const FrameBound &b) {
     FrameBound m = b;
     switch (b.kind) {
-      case BoundKind::UnboundedPreceding: m.kind = BoundKind::UnboundedFollowing; break;
-      case BoundKind::Preceding: m.kind = BoundKind::Following; break;
-      case BoundKind::CurrentRow: break;
-      case BoundKind::Following: m.kind = BoundKind::Preceding; break;
-      case BoundKind::UnboundedFollowing: m.kind = BoundKind::UnboundedPreceding; break;
+      case BoundKind::UnboundedPreceding:
+        m.kind = BoundKind::UnboundedFollowing;
+        break;
+      case BoundKind::Preceding:
+        m.kind = BoundKind::Following;
+        break;
+      case BoundKind::CurrentRow:
+        break;
+      case BoundKind::Following:
+        m.kind = BoundKind::Preceding;
+        break;
+      case BoundKind::UnboundedFollowing:
+        m.kind = BoundKind::UnboundedPreceding;
+        break;
     }
     return m;
   };
@@ -266,7 +282,8 @@ class Builder {
         for (int j : bcols_[r])
           if (r->param[j] >= 0)
             finals.push_back(direct_.count(r)
-                                 ? "SELECT CAST(" + Quote(r->table) + " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
+                                 ? "SELECT CAST(" + Quote(r->table) +
+                                       " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
                                        std::to_string(r->param[j]) + " AS pidx, b." + D(j) + " AS g FROM " + B(r) + " b"
                                  : "SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
                                        " AS g FROM " + F(r) + " f JOIN " + B(r) + " b ON b.rid = f.rid");
@@ -735,8 +752,7 @@ class Builder {
         if (r->join == JoinKind::Left) {
           reg.outer = true;
           // The right side's computed values are NULL where the row is NULL-extended.
-          ExprP missing =
-              MakeOpaque("($1 IS NULL)", {LeafRid(rr.first_leaf)}, kBool);
+          ExprP missing = MakeOpaque("($1 IS NULL)", {LeafRid(rr.first_leaf)}, kBool);
           for (auto &c : rcols) {
             if (c->kind == ExprKind::Col) continue;
             auto nul = std::make_shared<Expr>();
@@ -882,7 +898,7 @@ class Builder {
   }
   // An operation worth a column of its own: not a few arithmetic steps.
   static bool Costly(const ExprP &e) {
-    static const std::set<std::string> kCheap{"add", "sub", "mul",      "neg",   "pos",
+    static const std::set<std::string> kCheap{"add",  "sub", "mul",      "neg",   "pos",
                                               "cast", "abs", "greatest", "least", "stop_gradient"};
     if (e->kind != ExprKind::Call || !ReadsColumns(e) || kCheap.count(e->text)) return false;
     return !(e->text == "div" && !ReadsColumns(e->args[1]));
@@ -1142,9 +1158,8 @@ class Builder {
   // -0, or text under a nondeterministic collation), so a value can stand for
   // every row it equals.
   static bool IdentityEq(const Type &t) {
-    static const std::set<std::string> kTypes{"integer",         "bigint",          "smallint",
-                                              "pg_catalog.int4", "pg_catalog.int8", "pg_catalog.int2",
-                                              "boolean",         "pg_catalog.bool"};
+    static const std::set<std::string> kTypes{"integer",         "bigint",          "smallint", "pg_catalog.int4",
+                                              "pg_catalog.int8", "pg_catalog.int2", "boolean",  "pg_catalog.bool"};
     return kTypes.count(t.sql) > 0;
   }
 
@@ -1304,8 +1319,8 @@ class Builder {
     for (const auto &c : cross_conds) exists.push_back(Sql(c, leaf)), cross.push_back(Sql(c, Above(reg, below)));
     swhere.push_back("EXISTS (SELECT 1 FROM " + Join(rfrom, ", ") +
                      (exists.empty() ? "" : " WHERE " + Join(exists, " AND ")) + ")");
-    std::string sub = "(SELECT " + Join(sel, ", ") + " FROM " + Join(sfrom, ", ") + " WHERE " + Join(swhere, " AND ") +
-                      " OFFSET 0)";
+    std::string sub =
+        "(SELECT " + Join(sel, ", ") + " FROM " + Join(sfrom, ", ") + " WHERE " + Join(swhere, " AND ") + " OFFSET 0)";
     rwhere.insert(rwhere.end(), cross.begin(), cross.end());
     return wrap(sub) + ", " + Join(rfrom, ", ") + (rwhere.empty() ? "" : " WHERE " + Join(rwhere, " AND "));
   }
@@ -1313,9 +1328,18 @@ class Builder {
   static bool MinAble(const ExprP &e) {
     if (!e) return true;
     if (e->kind == ExprKind::Col) {
-      static const std::set<std::string> kOk{"pg_catalog.float8", "pg_catalog.float4", "pg_catalog.int4",
-                                            "pg_catalog.int8", "pg_catalog.int2", "numeric", "pg_catalog.numeric",
-                                            "integer", "bigint", "smallint", "text", "pg_catalog.text"};
+      static const std::set<std::string> kOk{"pg_catalog.float8",
+                                             "pg_catalog.float4",
+                                             "pg_catalog.int4",
+                                             "pg_catalog.int8",
+                                             "pg_catalog.int2",
+                                             "numeric",
+                                             "pg_catalog.numeric",
+                                             "integer",
+                                             "bigint",
+                                             "smallint",
+                                             "text",
+                                             "pg_catalog.text"};
       return kOk.count(e->type.sql) > 0;
     }
     for (const auto &a : e->args)
@@ -1377,7 +1401,8 @@ class Builder {
         sql = "SELECT i.* FROM " + F(r->inputs[0].get()) + " i";
         std::vector<std::string> keys;
         for (const auto &k : r->order)
-          keys.push_back("i." + C(k.col) + (k.desc ? " DESC" : " ASC") + (k.nulls_first ? " NULLS FIRST" : " NULLS LAST"));
+          keys.push_back("i." + C(k.col) + (k.desc ? " DESC" : " ASC") +
+                         (k.nulls_first ? " NULLS FIRST" : " NULLS LAST"));
         if (!keys.empty()) sql += " ORDER BY " + Join(keys, ", ");
         if (!r->limit.empty()) sql += " LIMIT " + r->limit;
         if (!r->offset.empty()) sql += " OFFSET " + r->offset;
@@ -1415,13 +1440,13 @@ class Builder {
         Region reg = Compile(r, true);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
         std::vector<std::string> cols{"row_number() OVER () AS rid"};
-        for (size_t k = 0; k < reg.leaves.size(); k++) cols.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
+        for (size_t k = 0; k < reg.leaves.size(); k++)
+          cols.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
         std::set<std::pair<int, int>> used;
         for (const auto &e : reg.item.cols) CollectCols(e, used);
         for (const auto &[side, col] : used)
           if (col >= 0) cols.push_back(LeafCol(reg, side, col) + " AS " + SavedCol(side, col));
-        for (size_t k = 0; k < reg.item.cols.size(); k++)
-          cols.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
+        for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back(Sql(reg.item.cols[k], res) + " AS " + C(k));
         sql = "SELECT " + Join(cols, ", ") + " FROM " + reg.item.from + Where(reg, reg.item.pending);
         regions_[r] = reg;
         break;
@@ -1434,7 +1459,8 @@ class Builder {
         Region reg = Compile(r->inputs[0].get(), false);
         Resolver res = [&](int side, int col) { return LeafCol(reg, side, col); };
         std::vector<std::string> inner;
-        for (size_t k = 0; k < reg.leaves.size(); k++) inner.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
+        for (size_t k = 0; k < reg.leaves.size(); k++)
+          inner.push_back(LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
         std::set<std::pair<int, int>> used;
         for (const auto &e : reg.item.cols) CollectCols(e, used);
         for (const auto &[side, col] : used)
@@ -1517,7 +1543,8 @@ class Builder {
       ord.push_back(prefix + by);
     } else {
       for (const auto &k : w->order)
-        ord.push_back(prefix + C(k.col) + (k.desc ? " DESC" : " ASC") + (k.nulls_first ? " NULLS FIRST" : " NULLS LAST"));
+        ord.push_back(prefix + C(k.col) + (k.desc ? " DESC" : " ASC") +
+                      (k.nulls_first ? " NULLS FIRST" : " NULLS LAST"));
     }
     std::string s;
     if (!part.empty()) s += "PARTITION BY " + Join(part, ", ");
@@ -2111,8 +2138,9 @@ class Builder {
           std::set<int> li = LeafSides(arg->args[i]), lo = LeafSides(arg->args[1 - i]);
           factored = factored || (li == std::set<int>{L} && !lo.empty() && !lo.count(L));
         }
-      Backprop(arg, onull.empty() || factored ? d : "(CASE WHEN " + Join(onull, " OR ") + " THEN NULL ELSE " + d + " END)", lets,
-               act, terms);
+      Backprop(arg,
+               onull.empty() || factored ? d : "(CASE WHEN " + Join(onull, " OR ") + " THEN NULL ELSE " + d + " END)",
+               lets, act, terms);
     }
     std::vector<std::string> tsel{inside(L, -1) + " AS rid"};
     for (const auto &[key, t] : terms) {
@@ -2120,7 +2148,8 @@ class Builder {
       std::string dj = D(key.second);
       qsel.push_back(SumTerms(t) + " AS " + dj);
       cols.insert(key.second);
-      tsel.push_back("sum(" + (lnull->empty() ? "t." + dj : "CASE WHEN " + *lnull + " THEN 0::float8 ELSE t." + dj + " END") +
+      tsel.push_back("sum(" +
+                     (lnull->empty() ? "t." + dj : "CASE WHEN " + *lnull + " THEN 0::float8 ELSE t." + dj + " END") +
                      ") AS " + dj);
     }
     std::vector<std::string> qout = gcols;
@@ -2128,8 +2157,8 @@ class Builder {
     std::string src = lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + Join(FromsBut(reg, L), " CROSS JOIN ") +
                                 (oconds.empty() ? "" : " WHERE " + Join(oconds, " AND ")) + " OFFSET 0)");
     on.insert(on.end(), cconds.begin(), cconds.end());
-    std::string source = " FROM " + src + (on.empty() ? " CROSS JOIN " + Groups(r) : " JOIN " + Groups(r) + " ON " +
-                                                                                        Join(on, " AND "));
+    std::string source =
+        " FROM " + src + (on.empty() ? " CROSS JOIN " + Groups(r) : " JOIN " + Groups(r) + " ON " + Join(on, " AND "));
     std::string pre = "SELECT " + Join(qout, ", ") + " FROM (SELECT " + Join(qsel, ", ") + source + ") q" +
                       (gcols.empty() ? "" : " GROUP BY " + Join(gcols, ", "));
     // (a saved aggregate's columns, for its cotangent to carry: see Carries)
@@ -2165,16 +2194,16 @@ class Builder {
         Contribute(r->inputs[0].get(), "SELECT * FROM " + b, bc);
         return;
       case RelKind::Scalar:
-        Contribute(r->inputs[0].get(),
-                   "SELECT s.rid, b.d0 FROM " + b + " b CROSS JOIN " + F(r->inputs[0].get()) + " s", bc);
+        Contribute(r->inputs[0].get(), "SELECT s.rid, b.d0 FROM " + b + " b CROSS JOIN " + F(r->inputs[0].get()) + " s",
+                   bc);
         return;
       case RelKind::UnionAll:
         for (size_t k = 0; k < r->inputs.size(); k++) {
           std::vector<std::string> sel{"u.srid AS rid"};
           for (int j : bc) sel.push_back("b." + D(j));
           Contribute(r->inputs[k].get(),
-                     "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + F(r) + " u ON u.rid = b.rid WHERE u.br = " +
-                         std::to_string(k),
+                     "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + F(r) +
+                         " u ON u.rid = b.rid WHERE u.br = " + std::to_string(k),
                      bc);
         }
         return;
@@ -2213,8 +2242,9 @@ class Builder {
           CheckVolatile(reg.item.cols[o]);
           Backprop(reg.item.cols[o], "b." + D(o), lets, LeafActivity(reg), terms);
         }
-        ContributeToLeaves(reg, " FROM " + lets.Wrap(F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
-                           [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(id_.at(r)));
+        ContributeToLeaves(
+            reg, " FROM " + lets.Wrap(F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
+            [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(id_.at(r)));
         return;
       }
       case RelKind::Window: {
@@ -2251,11 +2281,12 @@ class Builder {
               // Each output's cotangent, shared evenly by the rows of its
               // frame that attain it.
               std::string g = "g" + ks;
-              joins += " LEFT JOIN (SELECT t.rid, sum(t.bd / t.cnt) AS g FROM (SELECT k.rid, j.bd, count(*) OVER "
-                       "(PARTITION BY j.rid) AS cnt FROM (SELECT f.*, " + d + " AS bd FROM " + F(r) + " f JOIN " +
-                       B(r) + " b ON b.rid = f.rid WHERE " + d + " IS NOT NULL AND f." + C(o) + " IS NOT NULL) j JOIN " +
-                       F(r) + " k ON k." + C(w.arg) + " = j." + C(o) + " AND " + InFrame(r) + ") t GROUP BY t.rid) " +
-                       g + " ON " + g + ".rid = f.rid";
+              joins +=
+                  " LEFT JOIN (SELECT t.rid, sum(t.bd / t.cnt) AS g FROM (SELECT k.rid, j.bd, count(*) OVER "
+                  "(PARTITION BY j.rid) AS cnt FROM (SELECT f.*, " +
+                  d + " AS bd FROM " + F(r) + " f JOIN " + B(r) + " b ON b.rid = f.rid WHERE " + d +
+                  " IS NOT NULL AND f." + C(o) + " IS NOT NULL) j JOIN " + F(r) + " k ON k." + C(w.arg) + " = j." +
+                  C(o) + " AND " + InFrame(r) + ") t GROUP BY t.rid) " + g + " ON " + g + ".rid = f.rid";
               adj[w.arg].push_back(g + ".g");
             } else {
               Internal("window call " + w.fn + " carries gradient");
@@ -2267,7 +2298,7 @@ class Builder {
         }
         std::vector<std::string> sel{"f.*"};
         for (const auto &[o, t] : adj) sel.push_back(SumTerms(t) + " AS a" + std::to_string(o));
-        std::string wt = r->frame.mode == FrameMode::Rows                        ? WindowSpec(r, "f.", "pos")
+        std::string wt = r->frame.mode == FrameMode::Rows                           ? WindowSpec(r, "f.", "pos")
                          : r->frame.mode == FrameMode::Range && HasOffset(r->frame) ? WindowSpec(r, "f.")
                                                                                     : WindowSpec(r, "f.", "grp");
         std::string q = "SELECT " + Join(sel, ", ") + " FROM " + F(r) + " f LEFT JOIN " + b + " b ON b.rid = f.rid" +
@@ -2282,8 +2313,9 @@ class Builder {
           CheckVolatile(reg.item.cols[o]);
           Backprop(reg.item.cols[o], "q.a" + std::to_string(o), lets, LeafActivity(reg), terms);
         }
-        ContributeToLeaves(reg, " FROM " + lets.Wrap("(" + q + ")"), terms, [](int k) { return "q.l" + std::to_string(k); },
-                           "m" + std::to_string(id_.at(r)));
+        ContributeToLeaves(
+            reg, " FROM " + lets.Wrap("(" + q + ")"), terms, [](int k) { return "q.l" + std::to_string(k); },
+            "m" + std::to_string(id_.at(r)));
         return;
       }
       case RelKind::Aggregate: {
@@ -2306,7 +2338,8 @@ class Builder {
         std::vector<ExprP> read;
         for (int o : bc) read.push_back(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg]);
         std::set<int> below = BelowSides(reg, read);  // see Below
-        Lets under(*this, "s", [&](int side, int col) { return "s." + FlatName(reg, side, col); }, "h");
+        Lets under(
+            *this, "s", [&](int side, int col) { return "s." + FlatName(reg, side, col); }, "h");
         Lets lets(*this, "r", res, "v", below.empty() ? nullptr : &under, below);
         Terms terms;
         std::vector<Deferred> deferred;
@@ -2314,9 +2347,10 @@ class Builder {
           std::string d = "a.b" + D(o);
           if (o < r->nkeys) {
             if (!r->distinct)
-              throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
-                          "A group key carries gradient, but grouping by a value has no derivative.",
-                          "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
+              throw Error(
+                  sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
+                  "A group key carries gradient, but grouping by a value has no derivative.",
+                  "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
             CheckVolatile(reg.item.cols[o]);
             Backprop(reg.item.cols[o], "(" + d + " / count(*) OVER (PARTITION BY a.rid))", lets, LeafActivity(reg),
                      terms);
@@ -2352,7 +2386,8 @@ class Builder {
         Resolver at = below.empty() ? inside : Above(reg, below);
         std::vector<std::string> sel;
         for (size_t k = 0; k < reg.leaves.size(); k++)
-          sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " + FlatName(reg, kLeafSide + static_cast<int>(k), -1));
+          sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " +
+                        FlatName(reg, kLeafSide + static_cast<int>(k), -1));
         for (const auto &[side, col] : used)
           if (col >= 0) sel.push_back(at(side, col) + " AS " + FlatName(reg, side, col));
         for (int k = 0; k < r->nkeys; k++) {
@@ -2372,8 +2407,9 @@ class Builder {
           for (int k = 0; k < r->nkeys; k++) on.push_back(KeyEq(r, k, "r.k" + std::to_string(k)));
           source += " JOIN " + grp + " ON " + Join(on, " AND ");
         }
-        ContributeToLeaves(reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
-                           "m" + std::to_string(id_.at(r)), deferred, res);
+        ContributeToLeaves(
+            reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; }, "m" + std::to_string(id_.at(r)),
+            deferred, res);
         return;
       }
     }
@@ -2388,7 +2424,7 @@ class Builder {
   std::set<const Rel *> direct_;  // scans read in place (rid = ctid)
   std::map<const Rel *, std::vector<bool>> active_;
   std::set<std::pair<const Rel *, int>> held_;  // max/min columns whose gradient is zero (shift.h)
-  std::set<const Rel *> carried_;                 // cotangents with their saved columns (Carries)
+  std::set<const Rel *> carried_;               // cotangents with their saved columns (Carries)
   std::map<const Rel *, std::vector<bool>> notnull_;
   std::map<const Rel *, Region> regions_;
   std::map<const Rel *, std::vector<Contrib>> contribs_;
@@ -2399,7 +2435,8 @@ class Builder {
 }  // namespace
 
 ExprP NullSafeEquals(const ExprP &a, const ExprP &b) {
-  std::string tmpl = a->type.sql == b->type.sql ? NullSafeEq("$1", "$2", a->type.sql) : "($1) IS NOT DISTINCT FROM ($2)";
+  std::string tmpl =
+      a->type.sql == b->type.sql ? NullSafeEq("$1", "$2", a->type.sql) : "($1) IS NOT DISTINCT FROM ($2)";
   auto e = MakeOpaque("(" + tmpl + ")", {a, b}, kBool);
   std::const_pointer_cast<Expr>(e)->name = "=";
   return e;

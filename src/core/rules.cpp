@@ -23,9 +23,8 @@ std::string EmitCall(const char *fn, const Args &a) {
 
 // Division that yields ±Infinity or NaN where PostgreSQL would raise.
 std::string SafeDiv(const std::string &num, const std::string &den) {
-  return "(CASE WHEN " + den + " = 0 THEN (CASE WHEN " + num + " > 0 THEN 'Infinity'::float8 WHEN " +
-         num + " < 0 THEN '-Infinity'::float8 ELSE 'NaN'::float8 END) ELSE " + num + " / " + den +
-         " END)";
+  return "(CASE WHEN " + den + " = 0 THEN (CASE WHEN " + num + " > 0 THEN 'Infinity'::float8 WHEN " + num +
+         " < 0 THEN '-Infinity'::float8 ELSE 'NaN'::float8 END) ELSE " + num + " / " + den + " END)";
 }
 
 const Rule kAdd{"add", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "+"); },
@@ -47,23 +46,21 @@ const Rule kExp{"exp", 1, [](const Args &a, const std::string &) { return EmitCa
                 [](size_t, const Args &, const std::string &y) { return y; }};
 const Rule kLn{"ln", 1, [](const Args &a, const std::string &) { return EmitCall("ln", a); },
                [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", a[0]); }};
-const Rule kLog10{"log10", 1, [](const Args &a, const std::string &) { return EmitCall("log", a); },
-                  [](size_t, const Args &a, const std::string &) {
-                    return SafeDiv("1::float8", P(a[0] + " * ln(10::float8)"));
-                  }};
+const Rule kLog10{
+    "log10", 1, [](const Args &a, const std::string &) { return EmitCall("log", a); },
+    [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", P(a[0] + " * ln(10::float8)")); }};
 const Rule kSqrt{"sqrt", 1, [](const Args &a, const std::string &) { return EmitCall("sqrt", a); },
                  [](size_t, const Args &, const std::string &y) { return SafeDiv("0.5::float8", y); }};
-const Rule kPow{
-    "pow", 2, [](const Args &a, const std::string &) { return EmitCall("power", a); },
-    [](size_t i, const Args &a, const std::string &y) {
-      const std::string &x = a[0], &e = a[1];
-      if (i == 0)  // d/dx x^e = e x^(e-1); at x = 0 PostgreSQL raises for e-1 < 0.
-        return "(CASE WHEN " + e + " = 0 THEN 0::float8 WHEN " + x + " = 0 AND " + e +
-               " < 1 THEN 'Infinity'::float8 ELSE " + e + " * power(" + x + ", " + e + " - 1) END)";
-      // d/de x^e = x^e ln x; 0 at x = 0 (PyTorch's convention), NaN below.
-      return "(CASE WHEN " + x + " = 0 THEN 0::float8 WHEN " + x + " < 0 THEN 'NaN'::float8 ELSE " + y +
-             " * ln(" + x + ") END)";
-    }};
+const Rule kPow{"pow", 2, [](const Args &a, const std::string &) { return EmitCall("power", a); },
+                [](size_t i, const Args &a, const std::string &y) {
+                  const std::string &x = a[0], &e = a[1];
+                  if (i == 0)  // d/dx x^e = e x^(e-1); at x = 0 PostgreSQL raises for e-1 < 0.
+                    return "(CASE WHEN " + e + " = 0 THEN 0::float8 WHEN " + x + " = 0 AND " + e +
+                           " < 1 THEN 'Infinity'::float8 ELSE " + e + " * power(" + x + ", " + e + " - 1) END)";
+                  // d/de x^e = x^e ln x; 0 at x = 0 (PyTorch's convention), NaN below.
+                  return "(CASE WHEN " + x + " = 0 THEN 0::float8 WHEN " + x + " < 0 THEN 'NaN'::float8 ELSE " + y +
+                         " * ln(" + x + ") END)";
+                }};
 const Rule kAbs{"abs", 1, [](const Args &a, const std::string &) { return EmitCall("abs", a); },
                 [](size_t, const Args &a, const std::string &) { return "sign(" + a[0] + ")"; }};
 const Rule kSin{"sin", 1, [](const Args &a, const std::string &) { return EmitCall("sin", a); },
@@ -81,17 +78,14 @@ const Rule kAcos{"acos", 1, [](const Args &a, const std::string &) { return Emit
                    return SafeDiv("-1::float8", "sqrt(1 - " + a[0] + " * " + a[0] + ")");
                  }};
 const Rule kAtan{"atan", 1, [](const Args &a, const std::string &) { return EmitCall("atan", a); },
-                 [](size_t, const Args &a, const std::string &) {
-                   return "(1 / (1 + " + a[0] + " * " + a[0] + "))";
-                 }};
+                 [](size_t, const Args &a, const std::string &) { return "(1 / (1 + " + a[0] + " * " + a[0] + "))"; }};
 const Rule kSinh{"sinh", 1, [](const Args &a, const std::string &) { return EmitCall("sinh", a); },
                  [](size_t, const Args &a, const std::string &) { return "cosh(" + a[0] + ")"; }};
 const Rule kCosh{"cosh", 1, [](const Args &a, const std::string &) { return EmitCall("cosh", a); },
                  [](size_t, const Args &a, const std::string &) { return "sinh(" + a[0] + ")"; }};
 const Rule kTanh{"tanh", 1, [](const Args &a, const std::string &) { return EmitCall("tanh", a); },
                  [](size_t, const Args &, const std::string &y) { return "(1 - " + y + " * " + y + ")"; }};
-const Rule kCast{"cast", 1,
-                 [](const Args &a, const std::string &type) { return "CAST(" + a[0] + " AS " + type + ")"; },
+const Rule kCast{"cast", 1, [](const Args &a, const std::string &type) { return "CAST(" + a[0] + " AS " + type + ")"; },
                  [](size_t, const Args &, const std::string &) { return std::string("1"); }};
 const Rule kStop{"stop_gradient", 1, [](const Args &a, const std::string &) { return a[0]; }, nullptr};
 
@@ -108,10 +102,9 @@ const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { re
 const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); },
                   ExtremumPartial};
 
-const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,
-                              &kLog10, &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,      &kTan,  &kAsin,
-                              &kAcos, &kAtan, &kSinh, &kCosh, &kTanh, &kCast,     &kStop, &kGreatest,
-                              &kLeast};
+const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,   &kLog10,
+                              &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,      &kAsin, &kAcos, &kAtan,
+                              &kSinh, &kCosh, &kTanh, &kCast, &kStop, &kGreatest, &kLeast};
 
 }  // namespace
 

@@ -331,7 +331,8 @@ class Prover {
 bool WholePartition(const Rel *w) {
   const Frame &f = w->frame;
   if (!w->order.empty() || !f.exclude.empty() || f.start.kind != BoundKind::UnboundedPreceding) return false;
-  return f.end.kind == BoundKind::UnboundedFollowing || (f.mode != FrameMode::Rows && f.end.kind == BoundKind::CurrentRow);
+  return f.end.kind == BoundKind::UnboundedFollowing ||
+         (f.mode != FrameMode::Rows && f.end.kind == BoundKind::CurrentRow);
 }
 
 }  // namespace

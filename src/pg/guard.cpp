@@ -12,16 +12,13 @@ namespace ddx::pg {
 
 void ThrowPgError(ErrorData *edata) {
   const char *c = unpack_sql_state(edata->sqlerrcode);
-  Error e(c, edata->message ? edata->message : "", edata->detail ? edata->detail : "",
-          edata->hint ? edata->hint : "");
+  Error e(c, edata->message ? edata->message : "", edata->detail ? edata->detail : "", edata->hint ? edata->hint : "");
   FreeErrorData(edata);
   throw e;
 }
 
 namespace {
-void Copy(char *dst, size_t n, const char *src) noexcept {
-  snprintf(dst, n, "%s", src ? src : "");
-}
+void Copy(char *dst, size_t n, const char *src) noexcept { snprintf(dst, n, "%s", src ? src : ""); }
 }  // namespace
 
 void PendingError::From(const Error &e) noexcept {
@@ -42,9 +39,9 @@ void PendingError::From(const char *c, const char *m) noexcept {
 
 void PendingError::Raise(ParseState *pstate) const {
   int sqlerrcode = MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4]);
-  ereport(ERROR, (errcode(sqlerrcode), errmsg_internal("%s", message), detail[0] ? errdetail_internal("%s", detail) : 0,
-                  hint[0] ? errhint("%s", hint) : 0,
-                  (pstate && position >= 0) ? parser_errposition(pstate, position) : 0));
+  ereport(ERROR,
+          (errcode(sqlerrcode), errmsg_internal("%s", message), detail[0] ? errdetail_internal("%s", detail) : 0,
+           hint[0] ? errhint("%s", hint) : 0, (pstate && position >= 0) ? parser_errposition(pstate, position) : 0));
   pg_unreachable();
 }
 

@@ -116,9 +116,12 @@ Query *InnerQuery(Query *q) {
   if (q->commandType != CMD_UTILITY || !q->utilityStmt) return nullptr;
   Node *u = q->utilityStmt;
   Node *inner = nullptr;
-  if (IsA(u, CreateTableAsStmt)) inner = castNode(CreateTableAsStmt, u)->query;
-  else if (IsA(u, ExplainStmt)) inner = castNode(ExplainStmt, u)->query;
-  else if (IsA(u, DeclareCursorStmt)) inner = castNode(DeclareCursorStmt, u)->query;
+  if (IsA(u, CreateTableAsStmt))
+    inner = castNode(CreateTableAsStmt, u)->query;
+  else if (IsA(u, ExplainStmt))
+    inner = castNode(ExplainStmt, u)->query;
+  else if (IsA(u, DeclareCursorStmt))
+    inner = castNode(DeclareCursorStmt, u)->query;
   return inner && IsA(inner, Query) ? castNode(Query, inner) : nullptr;
 }
 
@@ -141,8 +144,8 @@ bool ContainsGrad(Node *node, void *ctx) {
 
 struct GradCall {
   FuncExpr *fe;
-  bool vjp = false;    // vjp(out, cotangent, t.col); else grad(loss, t.col)
-  bool value = false;  // ddx_value(loss): the loss itself, no parameter
+  bool vjp = false;            // vjp(out, cotangent, t.col); else grad(loss, t.col)
+  bool value = false;          // ddx_value(loss): the loss itself, no parameter
   std::vector<Query *> stack;  // outermost first; back() holds the call
   // resolved
   Var *param = nullptr;  // as written
@@ -251,16 +254,19 @@ NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool all
     ref.sublink = castNode(SubLink, arg);
     return ref;
   }
-  if (!IsA(arg, Const) || (castNode(Const, arg)->consttype != TEXTOID && castNode(Const, arg)->consttype != UNKNOWNOID) ||
+  if (!IsA(arg, Const) ||
+      (castNode(Const, arg)->consttype != TEXTOID && castNode(Const, arg)->consttype != UNKNOWNOID) ||
       castNode(Const, arg)->constisnull)
     throw Error(sqlstate::kInvalidParameterValue,
-                std::string("the ") + what + " must be a CTE name" + (allow_sublink ? ", a view name or a scalar subquery" : " or a view name"),
-                "", call.vjp ? "Write vjp('out', 'cotangent', t.col)." : "Write grad('loss', t.col) or grad((SELECT l FROM loss), t.col).",
+                std::string("the ") + what + " must be a CTE name" +
+                    (allow_sublink ? ", a view name or a scalar subquery" : " or a view name"),
+                "",
+                call.vjp ? "Write vjp('out', 'cotangent', t.col)."
+                         : "Write grad('loss', t.col) or grad((SELECT l FROM loss), t.col).",
                 call.fe->location);
   Const *k = castNode(Const, arg);
-  std::string name = Str(PgCall([&] {
-    return k->consttype == TEXTOID ? TextDatumGetCString(k->constvalue) : DatumGetCString(k->constvalue);
-  }));
+  std::string name = Str(PgCall(
+      [&] { return k->consttype == TEXTOID ? TextDatumGetCString(k->constvalue) : DatumGetCString(k->constvalue); }));
   ref.name = name;
   for (int level = static_cast<int>(call.stack.size()) - 1; level >= 0; level--) {
     ListCell *lc;
@@ -290,8 +296,7 @@ NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool all
                 "Define it in a WITH clause of this statement, or as a view.", call.fe->location);
   if (f.relkind != RELKIND_VIEW)
     throw Error(sqlstate::kInvalidParameterValue, std::string(what) + " \"" + name + "\" is not a view or CTE",
-                "A table holds no computation to differentiate.", "Define it as a view or a CTE.",
-                call.fe->location);
+                "A table holds no computation to differentiate.", "Define it as a view or a CTE.", call.fe->location);
   ref.view = f.relid;
   return ref;
 }

@@ -228,8 +228,8 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   // be planned anew for each of its first executions (custom plans): ~200 ms
   // of a GPT step's 900. Its parameters select rows (a batch, a LIMIT); the
   // generic plan is planned once and kept.
-  (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                          0, false);
+  (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
   int rc = ExecuteProgram(sql, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);

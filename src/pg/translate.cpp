@@ -37,17 +37,17 @@ using ColMap = std::map<std::pair<int, int>, int>;
 struct Translator::Ctx {
   const ColMap *map = nullptr;  // (varno, varattno) -> column, for Vars of this level
   Query *q = nullptr;
-  int side = 0;                 // side of this level's columns
-  const Ctx *outer = nullptr;   // the level a correlated reference (varlevelsup 1) points to
+  int side = 0;                // side of this level's columns
+  const Ctx *outer = nullptr;  // the level a correlated reference (varlevelsup 1) points to
   const Scope *scope = nullptr;
   // After aggregation: expressions equal() to a group key or an aggregate
   // become columns; nothing else may reference the input.
   const std::vector<Node *> *group_exprs = nullptr;
   const std::vector<Node *> *aggrefs = nullptr;
   int agg_base = 0;
-  const std::map<const SubLink *, int> *scalars = nullptr;  // scalar sublink -> column
+  const std::map<const SubLink *, int> *scalars = nullptr;     // scalar sublink -> column
   const std::map<const WindowFunc *, int> *windows = nullptr;  // window function -> column
-  const std::vector<ExprP> *sublink_params = nullptr;       // PARAM_SUBLINK id-1 -> value
+  const std::vector<ExprP> *sublink_params = nullptr;          // PARAM_SUBLINK id-1 -> value
   ExprP case_test;
 };
 
@@ -98,7 +98,8 @@ std::string Str(const char *s) { return s ? std::string(s) : std::string(); }
 std::string TypeSql(Oid typid, int32 typmod) {
   if (typid == FLOAT8OID) return "pg_catalog.float8";
   if (typid == FLOAT4OID) return "pg_catalog.float4";
-  return Str(PgCall([&] { return format_type_extended(typid, typmod, FORMAT_TYPE_FORCE_QUALIFY | FORMAT_TYPE_TYPEMOD_GIVEN); }));
+  return Str(PgCall(
+      [&] { return format_type_extended(typid, typmod, FORMAT_TYPE_FORCE_QUALIFY | FORMAT_TYPE_TYPEMOD_GIVEN); }));
 }
 
 Type MakeType(Oid typid, int32 typmod) {
@@ -162,22 +163,68 @@ const char *RuleOf(const std::string &internal) {
   static const struct {
     const char *src, *rule;
   } kMap[] = {
-      {"float4pl", "add"},      {"float8pl", "add"},        {"float48pl", "add"},       {"float84pl", "add"},
-      {"numeric_add", "add"},   {"float4mi", "sub"},        {"float8mi", "sub"},        {"float48mi", "sub"},
-      {"float84mi", "sub"},     {"numeric_sub", "sub"},     {"float4mul", "mul"},       {"float8mul", "mul"},
-      {"float48mul", "mul"},    {"float84mul", "mul"},      {"numeric_mul", "mul"},     {"float4div", "div"},
-      {"float8div", "div"},     {"float48div", "div"},      {"float84div", "div"},      {"numeric_div", "div"},
-      {"float4um", "neg"},      {"float8um", "neg"},        {"numeric_uminus", "neg"},  {"float4up", "pos"},
-      {"float8up", "pos"},      {"numeric_uplus", "pos"},   {"dexp", "exp"},            {"numeric_exp", "exp"},
-      {"dlog1", "ln"},          {"numeric_ln", "ln"},       {"dlog10", "log10"},        {"dsqrt", "sqrt"},
-      {"numeric_sqrt", "sqrt"}, {"dpow", "pow"},            {"numeric_power", "pow"},   {"float4abs", "abs"},
-      {"float8abs", "abs"},     {"numeric_abs", "abs"},     {"dsin", "sin"},            {"dcos", "cos"},
-      {"dtan", "tan"},          {"dasin", "asin"},          {"dacos", "acos"},          {"datan", "atan"},
-      {"dsinh", "sinh"},        {"dcosh", "cosh"},          {"dtanh", "tanh"},          {"ftod", "cast"},
-      {"dtof", "cast"},         {"numeric_float8", "cast"}, {"numeric_float4", "cast"}, {"float8_numeric", "cast"},
-      {"float4_numeric", "cast"}, {"i2tod", "cast"},        {"i4tod", "cast"},          {"i8tod", "cast"},
-      {"i2tof", "cast"},        {"i4tof", "cast"},          {"i8tof", "cast"},          {"int4_numeric", "cast"},
-      {"int8_numeric", "cast"}, {"int2_numeric", "cast"},
+      {"float4pl", "add"},
+      {"float8pl", "add"},
+      {"float48pl", "add"},
+      {"float84pl", "add"},
+      {"numeric_add", "add"},
+      {"float4mi", "sub"},
+      {"float8mi", "sub"},
+      {"float48mi", "sub"},
+      {"float84mi", "sub"},
+      {"numeric_sub", "sub"},
+      {"float4mul", "mul"},
+      {"float8mul", "mul"},
+      {"float48mul", "mul"},
+      {"float84mul", "mul"},
+      {"numeric_mul", "mul"},
+      {"float4div", "div"},
+      {"float8div", "div"},
+      {"float48div", "div"},
+      {"float84div", "div"},
+      {"numeric_div", "div"},
+      {"float4um", "neg"},
+      {"float8um", "neg"},
+      {"numeric_uminus", "neg"},
+      {"float4up", "pos"},
+      {"float8up", "pos"},
+      {"numeric_uplus", "pos"},
+      {"dexp", "exp"},
+      {"numeric_exp", "exp"},
+      {"dlog1", "ln"},
+      {"numeric_ln", "ln"},
+      {"dlog10", "log10"},
+      {"dsqrt", "sqrt"},
+      {"numeric_sqrt", "sqrt"},
+      {"dpow", "pow"},
+      {"numeric_power", "pow"},
+      {"float4abs", "abs"},
+      {"float8abs", "abs"},
+      {"numeric_abs", "abs"},
+      {"dsin", "sin"},
+      {"dcos", "cos"},
+      {"dtan", "tan"},
+      {"dasin", "asin"},
+      {"dacos", "acos"},
+      {"datan", "atan"},
+      {"dsinh", "sinh"},
+      {"dcosh", "cosh"},
+      {"dtanh", "tanh"},
+      {"ftod", "cast"},
+      {"dtof", "cast"},
+      {"numeric_float8", "cast"},
+      {"numeric_float4", "cast"},
+      {"float8_numeric", "cast"},
+      {"float4_numeric", "cast"},
+      {"i2tod", "cast"},
+      {"i4tod", "cast"},
+      {"i8tod", "cast"},
+      {"i2tof", "cast"},
+      {"i4tof", "cast"},
+      {"i8tof", "cast"},
+      {"int4_numeric", "cast"},
+      {"int8_numeric", "cast"},
+      {"int2_numeric", "cast"},
   };
   if (internal.empty()) return "";
   for (const auto &m : kMap)
@@ -361,7 +408,8 @@ Translator::Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gr
 std::string Translator::ProgramParam(Param *p) {
   size_t k = 0;
   while (k < extern_params_.size() && extern_params_[k]->paramid != p->paramid) k++;
-  if (k == extern_params_.size()) extern_params_.push_back(p);
+  if (k == extern_params_.size())
+    extern_params_.push_back(p);
   else if (extern_params_[k]->paramtype != p->paramtype)
     Refuse("parameter $" + std::to_string(p->paramid) + " of two types in the loss");
   return "($" + std::to_string(k + 1) + "::" + TypeSql(p->paramtype, p->paramtypmod) + ")";
@@ -373,11 +421,14 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
     Oid nsp;
     char *name;
   };
-  Raw raw = PgCall([&] { return Raw{get_rel_relkind(rte->relid), get_rel_namespace(rte->relid), get_rel_name(rte->relid)}; });
+  Raw raw = PgCall([&] {
+    return Raw{get_rel_relkind(rte->relid), get_rel_namespace(rte->relid), get_rel_name(rte->relid)};
+  });
   if (raw.relkind == RELKIND_VIEW) return TranslateView(rte->relid);
   if (raw.relkind != RELKIND_RELATION && raw.relkind != RELKIND_PARTITIONED_TABLE && raw.relkind != RELKIND_MATVIEW &&
       raw.relkind != RELKIND_FOREIGN_TABLE)
-    Refuse("relation \"" + Str(raw.name) + "\" cannot be read by a loss", "Only tables, views and materialized views can.");
+    Refuse("relation \"" + Str(raw.name) + "\" cannot be read by a loss",
+           "Only tables, views and materialized views can.");
   if (rte->tablesample) Refuse("TABLESAMPLE in the loss");
   RelP r = NewRel(RelKind::Scan);
   r->table = Qualified(raw.nsp, raw.name);
@@ -629,12 +680,14 @@ RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std:
     }
     case RTE_FUNCTION: {
       if (list_length(rte->functions) != 1 || rte->funcordinality)
-        Refuse("function in FROM of the loss", "Only a single set-returning function of one column, without ORDINALITY.");
+        Refuse("function in FROM of the loss",
+               "Only a single set-returning function of one column, without ORDINALITY.");
       auto *rtf = linitial_node(RangeTblFunction, rte->functions);
       Oid rettype = exprType(rtf->funcexpr);
       bool composite = PgCall([&] { return type_is_rowtype(rettype); });
       if (rtf->funccolcount != 1 || composite)
-        Refuse("function in FROM of the loss", "Only a single set-returning function of one column, without ORDINALITY.");
+        Refuse("function in FROM of the loss",
+               "Only a single set-returning function of one column, without ORDINALITY.");
       r = NewRel(RelKind::Function);
       Ctx none;
       none.q = q;
@@ -831,11 +884,16 @@ Frame TranslateFrame(const WindowClause *wc) {
     int op = start ? FRAMEOPTION_START_OFFSET_PRECEDING : FRAMEOPTION_END_OFFSET_PRECEDING;
     int of = start ? FRAMEOPTION_START_OFFSET_FOLLOWING : FRAMEOPTION_END_OFFSET_FOLLOWING;
     Node *off = start ? wc->startOffset : wc->endOffset;
-    if (o & up) b.kind = BoundKind::UnboundedPreceding;
-    else if (o & uf) b.kind = BoundKind::UnboundedFollowing;
-    else if (o & cr) b.kind = BoundKind::CurrentRow;
-    else if (o & op) b.kind = BoundKind::Preceding, b.offset = OffsetSql(off);
-    else if (o & of) b.kind = BoundKind::Following, b.offset = OffsetSql(off);
+    if (o & up)
+      b.kind = BoundKind::UnboundedPreceding;
+    else if (o & uf)
+      b.kind = BoundKind::UnboundedFollowing;
+    else if (o & cr)
+      b.kind = BoundKind::CurrentRow;
+    else if (o & op)
+      b.kind = BoundKind::Preceding, b.offset = OffsetSql(off);
+    else if (o & of)
+      b.kind = BoundKind::Following, b.offset = OffsetSql(off);
     return b;
   };
   f.start = bound(true);
@@ -1186,8 +1244,7 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
         return Expr((Node *)copy, *c.outer);
       }
       if (c.group_exprs)
-        Refuse("column used outside an aggregate without appearing in GROUP BY", "",
-               "Add the column to GROUP BY.");
+        Refuse("column used outside an aggregate without appearing in GROUP BY", "", "Add the column to GROUP BY.");
       if (v->varattno <= 0) Refuse("system column or whole-row reference in the loss");
       if (c.map) {
         auto it = c.map->find({static_cast<int>(v->varno), v->varattno});
@@ -1297,7 +1354,8 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
     }
     case T_BooleanTest: {
       auto *t = castNode(BooleanTest, n);
-      static const char *kTests[] = {"IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS UNKNOWN", "IS NOT UNKNOWN"};
+      static const char *kTests[] = {"IS TRUE",      "IS NOT TRUE", "IS FALSE",
+                                     "IS NOT FALSE", "IS UNKNOWN",  "IS NOT UNKNOWN"};
       return MakeOpaque(std::string("($1 ") + kTests[t->booltesttype] + ")", "boolean test", {Expr((Node *)t->arg, c)},
                         kBool);
     }

@@ -41,8 +41,7 @@ Program Build(const RelP &loss) {
   return p;
 }
 
-RelP Scan(const std::string &table, std::vector<std::string> names, std::vector<Type> types,
-          std::vector<int> param) {
+RelP Scan(const std::string &table, std::vector<std::string> names, std::vector<Type> types, std::vector<int> param) {
   auto r = std::make_shared<Rel>();
   r->kind = RelKind::Scan;
   r->table = table;
@@ -145,8 +144,9 @@ RelP FourLeafSideOf(bool contraction) {
   RelP b = Scan("public.b", {"e", "val"}, {kI4, kF8}, {-1, -1});
   auto eq = [](int l, int r) { return Opaque("($1 = $2)", {Col(l, kI4), Col(r, kI4)}, kBool); };
   RelP j = Join(Join(Join(x, a, eq(0, 3)), g, eq(1, 5)), b, eq(1, 7));
-  RelP h = Project(j, {Col(0, kI4), Col(1, kI4),
-                       Call("add", {Call("mul", {Col(2, kF8), Col(4, kF8)}), Call("mul", {Col(6, kF8), Col(8, kF8)})})});
+  RelP h =
+      Project(j, {Col(0, kI4), Col(1, kI4),
+                  Call("add", {Call("mul", {Col(2, kF8), Col(4, kF8)}), Call("mul", {Col(6, kF8), Col(8, kF8)})})});
   RelP w = Scan("public.w", {"e", "c", "val"}, {kI4, kI4, kF8}, {-1, -1, 1});
   RelP hw = Join(h, w, eq(1, 3));
   ExprP prod = Call("mul", {Col(2, kF8), Col(5, kF8)});
@@ -177,9 +177,7 @@ TEST(Program, LinearModelProgramParsesAndHasOneStepPerRelation) {
   EXPECT_EQ(p.sql.find("IS NOT DISTINCT FROM"), std::string::npos);
 }
 
-TEST(Program, ForwardSqlParses) {
-  EXPECT_EQ(ParseError(BuildForwardSql(LinearLoss())), "");
-}
+TEST(Program, ForwardSqlParses) { EXPECT_EQ(ParseError(BuildForwardSql(LinearLoss())), ""); }
 
 TEST(Program, LossMustBeOneNumericColumn) {
   RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
@@ -349,8 +347,8 @@ TEST(Program, LagIsTransposedToLead) {
 TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
   const Type kI8{"pg_catalog.int8", false};
   RelP win = WindowOver({"row_number", -1, -1, "1"}, Frame{}, kI8);
-  RelP value = Aggregate(Project(win, {Call("mul", {Col(1, kF8), Call("cast", {Col(2, kI8)})})}), 0, {{"sum", 0}},
-                         {kF8});
+  RelP value =
+      Aggregate(Project(win, {Call("mul", {Col(1, kF8), Call("cast", {Col(2, kI8)})})}), 0, {{"sum", 0}}, {kF8});
   try {
     Build(value);
     FAIL() << "rank used as a value was accepted";
@@ -442,7 +440,8 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // forward: exp in the subquery over x, read above the join as s.h0
   EXPECT_NE(p.sql.find("exp(a0.c2) AS h0 FROM f1 a0 WHERE EXISTS (SELECT 1 FROM f2 a1 WHERE (a0.c1 = a1.c0))"),
-            std::string::npos) << p.sql;
+            std::string::npos)
+      << p.sql;
   EXPECT_NE(p.sql.find("sum((s.h0 * a1.c1))"), std::string::npos) << p.sql;
   // backward: the layer over x computes it, the pass over the join reads it
   EXPECT_NE(p.sql.find("(SELECT s.*, exp(s.a0_c2) AS h0 FROM (SELECT a0.rid AS a0_rid"), std::string::npos) << p.sql;
@@ -453,8 +452,7 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
   pred = SumBy(j, Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
   RelP yj = Join(y, pred, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
-  p = Build(
-      Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  p = Build(Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("EXISTS"), std::string::npos) << p.sql;
 }
@@ -471,7 +469,8 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("FROM f1 a0 OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("FROM b5 a OFFSET 0) a"), std::string::npos) << p.sql;
   // (read by b2 alone: planned inside it, not stored)
-  EXPECT_NE(p.sql.find("b5 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("b5 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM"), std::string::npos)
+      << p.sql;
   EXPECT_NE(p.sql.find("GROUP BY q.oa0_c1) t JOIN f2 a1 ON (t.oa0_c1 = a1.c0) GROUP BY 1"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 
@@ -585,9 +584,7 @@ namespace {
 // With terms for z too, the pass is stored as it is and z's terms alone are
 // summed, not GROUPING SETS hashing a set of as many groups as rows.
 TEST(Program, TheOnlyRootsTermsAreNotSummed) {
-  auto eq = [](int a, int b) {
-    return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool);
-  };
+  auto eq = [](int a, int b) { return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool); };
   RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
   RelP z = Aggregate(Project(x, {Col(0, kI4), Call("exp", {Col(2, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
   RelP p = Project(Join(x, z, eq(0, 3)), {Call("div", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
@@ -599,13 +596,12 @@ TEST(Program, TheOnlyRootsTermsAreNotSummed) {
 }
 
 TEST(Program, SoftmaxMaxIsHeldConstantOnlyWhereTheLossCannotSeeIt) {
-  auto eq = [](int a, int b) {
-    return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool);
-  };
+  auto eq = [](int a, int b) { return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool); };
   RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
   // mx = max(val) by s; e = exp(val - m); z = sum(e) by s; p = e / z
   RelP mx = Aggregate(Project(x, {Col(0, kI4), Col(2, kF8)}), 1, {{"max", 1}}, {kI4, kF8});
-  RelP e = Project(Join(x, mx, eq(0, 3)), {Col(0, kI4), Col(1, kI4), Call("exp", {Call("sub", {Col(2, kF8), Col(4, kF8)})})});
+  RelP e = Project(Join(x, mx, eq(0, 3)),
+                   {Col(0, kI4), Col(1, kI4), Call("exp", {Call("sub", {Col(2, kF8), Col(4, kF8)})})});
   RelP z = Aggregate(Project(e, {Col(0, kI4), Col(2, kF8)}), 1, {{"sum", 1}}, {kI4, kF8});
   auto held = [](const RelP &loss) {
     Program p = Build(loss);
@@ -633,8 +629,8 @@ TEST(Program, SoftmaxMaxIsHeldConstantOnlyWhereTheLossCannotSeeIt) {
   f->inputs = {e};
   f->cols = e->cols;
   f->cond = Opaque("($1 > 0.5)", {Col(2, kF8)}, kBool);
-  EXPECT_FALSE(held(Aggregate(Project(Join(f, z, eq(0, 3)), {Call("div", {Col(2, kF8), Col(4, kF8)})}), 0,
-                              {{"sum", 0}}, {kF8})));
+  EXPECT_FALSE(held(
+      Aggregate(Project(Join(f, z, eq(0, 3)), {Call("div", {Col(2, kF8), Col(4, kF8)})}), 0, {{"sum", 0}}, {kF8})));
 }
 
 }  // namespace

@@ -38,10 +38,8 @@ inline constexpr const char *kInternalError = "XX000";
 struct Error : std::exception {
   std::string code, message, detail, hint;
   int position = -1;
-  Error(std::string c, std::string m, std::string d = "", std::string h = "",
-        int pos = -1)
-      : code(std::move(c)), message(std::move(m)), detail(std::move(d)),
-        hint(std::move(h)), position(pos) {}
+  Error(std::string c, std::string m, std::string d = "", std::string h = "", int pos = -1)
+      : code(std::move(c)), message(std::move(m)), detail(std::move(d)), hint(std::move(h)), position(pos) {}
   const char *what() const noexcept override { return message.c_str(); }
 };
 

@@ -21,8 +21,7 @@ struct Rule {
   std::string (*emit)(const std::vector<std::string> &a, const std::string &type);
   // ∂result/∂a[i] as float8 SQL; "1" for the identity. `y` is the result as
   // float8 SQL. nullptr: the operation passes no gradient (stop_gradient).
-  std::string (*partial)(size_t i, const std::vector<std::string> &a,
-                         const std::string &y);
+  std::string (*partial)(size_t i, const std::vector<std::string> &a, const std::string &y);
 };
 
 // The rule named `name`, or nullptr.

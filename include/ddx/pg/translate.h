@@ -61,7 +61,8 @@ class Translator {
   RelP Table(RangeTblEntry *rte, std::vector<int> *attno_to_col);
   RelP SetOp(Query *q, Node *n, const Scope *scope);
   RelP JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out);
-  RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope, std::map<const SubLink *, int> &out);
+  RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope,
+                   std::map<const SubLink *, int> &out);
   ExprP Expr(Node *n, const Ctx &c);
   std::string ProgramParam(Param *p);
   ExprP Sublink(SubLink *sl, const Ctx &c);
