@@ -98,25 +98,6 @@ def workload(name, ctes, params, torch_fn=None):
     print(f"{name:<40} {fwd:9.1f} {grd:10.1f} {grd / fwd:6.2f} {steps:6d} {largest:10d} {tt} {agree}", flush=True)
 
 
-MULTIHEAD_SQL = """
-  q AS (SELECT x.s, x.t, wq.h, wq.j, sum(x.val * wq.val) AS v FROM x JOIN wq ON x.f = wq.i GROUP BY x.s, x.t, wq.h, wq.j),
-  k AS (SELECT x.s, x.t, wk.h, wk.j, sum(x.val * wk.val) AS v FROM x JOIN wk ON x.f = wk.i GROUP BY x.s, x.t, wk.h, wk.j),
-  v AS (SELECT x.s, x.t, wv.h, wv.j, sum(x.val * wv.val) AS v FROM x JOIN wv ON x.f = wv.i GROUP BY x.s, x.t, wv.h, wv.j),
-  sc AS (SELECT q.s, q.h, q.t AS i, k.t AS j, sum(q.v * k.v) / sqrt({dh}) AS a FROM q
-         JOIN k ON k.s = q.s AND k.h = q.h AND k.j = q.j AND k.t <= q.t GROUP BY q.s, q.h, q.t, k.t),
-  mx AS (SELECT s, h, i, max(a) AS m FROM sc GROUP BY s, h, i),
-  e AS (SELECT sc.s, sc.h, sc.i, sc.j, exp(sc.a - mx.m) AS e FROM sc JOIN mx ON mx.s = sc.s AND mx.h = sc.h AND mx.i = sc.i),
-  z AS (SELECT s, h, i, sum(e) AS z FROM e GROUP BY s, h, i),
-  p AS (SELECT e.s, e.h, e.i, e.j, e.e / z.z AS p FROM e JOIN z ON z.s = e.s AND z.h = e.h AND z.i = e.i),
-  o AS (SELECT p.s, p.h, p.i, v.j AS c, sum(p.p * v.v) AS o FROM p JOIN v ON v.s = p.s AND v.h = p.h AND v.t = p.j
-        GROUP BY p.s, p.h, p.i, v.j),
-  loss AS (SELECT sum(o.o * tg.val) AS l FROM o JOIN tg ON tg.s = o.s AND tg.h = o.h AND tg.t = o.i AND tg.j = o.c)"""
-
-MATMUL_SQL = """
-  z AS (SELECT x.i AS s, w.j, sum(x.val * w.val) AS z FROM x JOIN w ON x.j = w.i GROUP BY x.i, w.j),
-  loss AS (SELECT sum(power(tanh(z), 2)) AS l FROM z)"""
-
-
 def main():
     import torch
     torch.set_num_threads(1)
@@ -138,11 +119,11 @@ def main():
         (torch.tanh(torch.tensor(X) @ w) ** 2).sum().backward()
         return {"w": w.grad.numpy()}
 
-    workload("matmul 10000x16 . 16x8, sum tanh^2 (w)", MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
+    workload("matmul 10000x16 . 16x8, sum tanh^2 (w)", tm.MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
     # the same with primary keys: the group keys are known not to be NULL, so
     # the backward pairs rows with their groups by plain equality
     tm.psql("ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE w ADD PRIMARY KEY (i, j); ANALYZE;", db=DB)
-    workload("  the same, x and w with primary keys", MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
+    workload("  the same, x and w with primary keys", tm.MATMUL_SQL, {"w": ["i", "j"]}, matmul_torch)
 
     X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
     tm.psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) +
@@ -198,7 +179,7 @@ def main():
         ((torch.softmax(att, dim=-1) @ v) * torch.tensor(G)).sum().backward()
         return {"wq": tq.grad.numpy(), "wk": tk.grad.numpy(), "wv": tv.grad.numpy()}
 
-    workload(f"multi-head attention S={S} H={H} T={T} dh={dh}", MULTIHEAD_SQL.format(dh=dh),
+    workload(f"multi-head attention S={S} H={H} T={T} dh={dh}", tm.MULTIHEAD_SQL.format(dh=dh),
              {"wq": ["h", "i", "j"], "wk": ["h", "i", "j"], "wv": ["h", "i", "j"]}, mh_torch)
     print(f"2*S*H*T^2 = {2 * S * H * T * T} (issue 4's bound on a backward step for the multi-head row)")
 

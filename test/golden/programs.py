@@ -22,24 +22,6 @@ from common import program_of  # noqa: E402
 DB = "ddx_golden"
 OUT = os.path.join(HERE, "programs")
 UPDATE = "--update" in sys.argv
-MULTIHEAD_SQL = """
-  q AS (SELECT x.s, x.t, wq.h, wq.j, sum(x.val * wq.val) AS v FROM x JOIN wq ON x.f = wq.i GROUP BY x.s, x.t, wq.h, wq.j),
-  k AS (SELECT x.s, x.t, wk.h, wk.j, sum(x.val * wk.val) AS v FROM x JOIN wk ON x.f = wk.i GROUP BY x.s, x.t, wk.h, wk.j),
-  v AS (SELECT x.s, x.t, wv.h, wv.j, sum(x.val * wv.val) AS v FROM x JOIN wv ON x.f = wv.i GROUP BY x.s, x.t, wv.h, wv.j),
-  sc AS (SELECT q.s, q.h, q.t AS i, k.t AS j, sum(q.v * k.v) / sqrt(8) AS a FROM q
-         JOIN k ON k.s = q.s AND k.h = q.h AND k.j = q.j AND k.t <= q.t GROUP BY q.s, q.h, q.t, k.t),
-  mx AS (SELECT s, h, i, max(a) AS m FROM sc GROUP BY s, h, i),
-  e AS (SELECT sc.s, sc.h, sc.i, sc.j, exp(sc.a - mx.m) AS e FROM sc JOIN mx ON mx.s = sc.s AND mx.h = sc.h AND mx.i = sc.i),
-  z AS (SELECT s, h, i, sum(e) AS z FROM e GROUP BY s, h, i),
-  p AS (SELECT e.s, e.h, e.i, e.j, e.e / z.z AS p FROM e JOIN z ON z.s = e.s AND z.h = e.h AND z.i = e.i),
-  o AS (SELECT p.s, p.h, p.i, v.j AS c, sum(p.p * v.v) AS o FROM p JOIN v ON v.s = p.s AND v.h = p.h AND v.t = p.j
-        GROUP BY p.s, p.h, p.i, v.j),
-  loss AS (SELECT sum(o.o * tg.val) AS l FROM o JOIN tg ON tg.s = o.s AND tg.h = o.h AND tg.t = o.i AND tg.j = o.c)"""
-MATMUL_SQL = """
-  z AS (SELECT x.i AS s, w.j, sum(x.val * w.val) AS z FROM x JOIN w ON x.j = w.i GROUP BY x.i, w.j),
-  loss AS (SELECT sum(power(tanh(z), 2)) AS l FROM z)"""
-
-
 def psql(sql):
     return tm.psql(sql, db=DB)
 
@@ -52,9 +34,9 @@ def programs():
     """(name, program text) of each workload."""
     r = np.random.default_rng(1)
     psql(tm.matrix("x", r.normal(size=(4, 3))) + tm.matrix("w", r.normal(size=(3, 2))))
-    yield "matmul", program_of(DB, grad_sql(MATMUL_SQL, ["w"]))
+    yield "matmul", program_of(DB, grad_sql(tm.MATMUL_SQL, ["w"]))
     psql("ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE w ADD PRIMARY KEY (i, j);")
-    yield "matmul_keys", program_of(DB, grad_sql(MATMUL_SQL, ["w"]))
+    yield "matmul_keys", program_of(DB, grad_sql(tm.MATMUL_SQL, ["w"]))
     X, lab, W1, b1, W2, b2 = tm.mlp_data(8, 4, 4, 3, 1)
     psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) + tm.vector("b1", b1) +
          tm.matrix("w2", W2) + tm.vector("b2", b2))
@@ -68,7 +50,7 @@ def programs():
          "CREATE TABLE x (s int, t int, f int, val float8); CREATE TABLE tg (s int, h int, t int, j int, val float8);"
          "CREATE TABLE wq (h int, i int, j int, val float8); CREATE TABLE wk (h int, i int, j int, val float8);"
          "CREATE TABLE wv (h int, i int, j int, val float8);")
-    yield "multihead", program_of(DB, grad_sql(MULTIHEAD_SQL, ["wq", "wk", "wv"]))
+    yield "multihead", program_of(DB, grad_sql(tm.MULTIHEAD_SQL.format(dh=8), ["wq", "wk", "wv"]))
     for layers in (1, 2):
         psql(f"SELECT gpt.setup({layers}, 2, 8, 4, 2, steps => 1);")
         def scalar(sql):  # the whole text of one value (psql's rows split it at newlines)

@@ -203,6 +203,27 @@ ATTN_WINDOW_SQL = ATTN_SQL.replace("""  mx AS (SELECT i, max(s) AS m FROM sc GRO
 assert ATTN_WINDOW_SQL != ATTN_SQL
 
 
+# batched multi-head causal attention (bench/bench.py, test/golden/programs.py):
+# S sequences, H heads of width dh
+MULTIHEAD_SQL = """
+  q AS (SELECT x.s, x.t, wq.h, wq.j, sum(x.val * wq.val) AS v FROM x JOIN wq ON x.f = wq.i GROUP BY x.s, x.t, wq.h, wq.j),
+  k AS (SELECT x.s, x.t, wk.h, wk.j, sum(x.val * wk.val) AS v FROM x JOIN wk ON x.f = wk.i GROUP BY x.s, x.t, wk.h, wk.j),
+  v AS (SELECT x.s, x.t, wv.h, wv.j, sum(x.val * wv.val) AS v FROM x JOIN wv ON x.f = wv.i GROUP BY x.s, x.t, wv.h, wv.j),
+  sc AS (SELECT q.s, q.h, q.t AS i, k.t AS j, sum(q.v * k.v) / sqrt({dh}) AS a FROM q
+         JOIN k ON k.s = q.s AND k.h = q.h AND k.j = q.j AND k.t <= q.t GROUP BY q.s, q.h, q.t, k.t),
+  mx AS (SELECT s, h, i, max(a) AS m FROM sc GROUP BY s, h, i),
+  e AS (SELECT sc.s, sc.h, sc.i, sc.j, exp(sc.a - mx.m) AS e FROM sc JOIN mx ON mx.s = sc.s AND mx.h = sc.h AND mx.i = sc.i),
+  z AS (SELECT s, h, i, sum(e) AS z FROM e GROUP BY s, h, i),
+  p AS (SELECT e.s, e.h, e.i, e.j, e.e / z.z AS p FROM e JOIN z ON z.s = e.s AND z.h = e.h AND z.i = e.i),
+  o AS (SELECT p.s, p.h, p.i, v.j AS c, sum(p.p * v.v) AS o FROM p JOIN v ON v.s = p.s AND v.h = p.h AND v.t = p.j
+        GROUP BY p.s, p.h, p.i, v.j),
+  loss AS (SELECT sum(o.o * tg.val) AS l FROM o JOIN tg ON tg.s = o.s AND tg.h = o.h AND tg.t = o.i AND tg.j = o.c)"""
+
+MATMUL_SQL = """
+  z AS (SELECT x.i AS s, w.j, sum(x.val * w.val) AS z FROM x JOIN w ON x.j = w.i GROUP BY x.i, w.j),
+  loss AS (SELECT sum(power(tanh(z), 2)) AS l FROM z)"""
+
+
 def attention_data(T, d, seed):
     r = np.random.default_rng(seed)
     X, G = r.normal(size=(T, d)), r.normal(size=(T, d))
