@@ -363,11 +363,13 @@ BEGIN
   END LOOP;
 END $$;
 
--- A run's name when none is given: its parameter columns, qualified and
--- sorted, so that different models never share a run by default.
-CREATE FUNCTION _ddx.default_run_name(params text[]) RETURNS text
-LANGUAGE sql STABLE AS $$
-  SELECT string_agg(c.qtbl || '.' || quote_ident(c.col), ', ' ORDER BY c.qtbl, c.col) FROM _ddx.param_columns(params) c
+-- A run's name when none is given: its parameter columns (of tables
+-- resolved by _ddx.param_tables), qualified and sorted, so that different
+-- models never share a run by default.
+CREATE FUNCTION _ddx.default_run_name(tabs _ddx.param_table[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT string_agg(x.qtbl || '.' || quote_ident(c), ', ' ORDER BY x.qtbl, c)
+    FROM unnest(tabs) x CROSS JOIN LATERAL unnest(x.cols) c
 $$;
 
 -- The table holding the optimizer state of parameter table `t` for role
@@ -934,8 +936,7 @@ BEGIN
   END IF;
   loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
   tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
-  run_name := coalesce(run_name, (SELECT string_agg(x.qtbl || '.' || quote_ident(c), ', ' ORDER BY x.qtbl, c)
-                                    FROM unnest(tabs) x CROSS JOIN LATERAL unnest(x.cols) c));
+  run_name := coalesce(run_name, _ddx.default_run_name(tabs));
   SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
   SELECT q.sql, q.stepped INTO sql, stepped
     FROM _ddx.step_sql(opt, loss_sql, tabs, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
@@ -1103,7 +1104,8 @@ CREATE PROCEDURE ddx_train(loss_sql text, params text[], steps int, schedule reg
                            eps float8 DEFAULT 1e-8, dampening float8 DEFAULT 0, nesterov boolean DEFAULT false)
 LANGUAGE plpgsql AS $$
 DECLARE
-  run_name text := coalesce(state_name, _ddx.default_run_name(params));
+  tabs _ddx.param_table[];
+  run_name text;
   done int;
   covered int;
   lo int;
@@ -1117,7 +1119,8 @@ BEGIN
   IF log_every IS NULL OR log_every < 1 THEN
     RAISE EXCEPTION 'log_every must be at least 1' USING ERRCODE = '22023';
   END IF;
-  PERFORM _ddx.param_tables(params, no_decay);  -- every parameter checked before anything runs
+  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);  -- every parameter checked first
+  run_name := coalesce(state_name, _ddx.default_run_name(tabs));
   done := coalesce((SELECT f.run_step FROM _ddx.run_refresh(run_name) f), 0);
   IF done >= steps THEN
     RAISE NOTICE 'training run "%" has taken % steps already: nothing to do', run_name, done
