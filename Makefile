@@ -4,12 +4,15 @@ MODULE_big = ddx
 DATA = ddx--0.1.sql
 PGFILEDESC = "ddx - differentiable SQL"
 
-OBJS = src/ddx.o \
-       src/core/rules.o src/core/program.o src/core/shift.o \
+# The core: every file of src/core and src/core/ops (one per operator).
+CORE_SRCS = $(sort $(wildcard $(srcdir)/src/core/*.cpp $(srcdir)/src/core/ops/*.cpp))
+OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS)) \
        src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o
 
 PG_CPPFLAGS = -I$(srcdir)/include
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type
+# -MMD -MP: each object's header dependencies (x.d beside x.o), included below,
+# so that a changed header rebuilds every file that includes it.
+PG_CXXFLAGS = -std=c++17 -MMD -MP -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type
 SHLIB_LINK = -lstdc++
 
 # Every sql/*.sql must be listed here (scripts/test.sh checks it).
@@ -20,6 +23,10 @@ REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.
 override with_llvm = no
 
+EXTRA_CLEAN = $(OBJS:.o=.d)
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+-include $(OBJS:.o=.d)

@@ -23,6 +23,8 @@
 #include <map>
 #include <numeric>
 
+#include "ddx/core/agg_rules.h"
+
 namespace ddx {
 namespace {
 
@@ -257,11 +259,11 @@ class Prover {
             for (int j = 0; j < r->nkeys; j++) o.grp.push_back(j);
             continue;
           }
-          if (a.fn == "count" || a.arg < 0) continue;
+          if (FlowOf(a.fn) == AggFlow::None || a.arg < 0) continue;
           const Shape &s = in(0).at(a.arg);
           if (s.kind == Shape::Inv) continue;
-          bool ok = (s.kind == Shape::Mul && (a.fn == "sum" || a.fn == "avg" || a.fn == "min" || a.fn == "max")) ||
-                    (s.kind == Shape::Add && (a.fn == "avg" || a.fn == "min" || a.fn == "max"));
+          const AggRule *rule = FindAggRule(a.fn);
+          bool ok = rule && ((s.kind == Shape::Mul && rule->scales) || (s.kind == Shape::Add && rule->translates));
           o = ok ? Remap(s, key_of) : Top();
         }
         return out;
@@ -302,13 +304,13 @@ class Prover {
             o = Shape{Shape::Add, 1, r->partition};
             continue;
           }
-          if (w.arg < 0 || w.fn == "count" || w.fn == "row_number" || w.fn == "rank" || w.fn == "dense_rank") continue;
+          if (w.arg < 0 || !PassesGradient(w.fn)) continue;
           const Shape &s = i0.at(w.arg);
           bool dflt_inv = w.dflt < 0 || i0.at(w.dflt).kind == Shape::Inv;
           if (s.kind == Shape::Inv && dflt_inv) continue;
-          bool ok = within(s) && dflt_inv && w.fn != "lag" && w.fn != "lead" &&
-                    ((s.kind == Shape::Mul && (w.fn == "sum" || w.fn == "avg" || w.fn == "min" || w.fn == "max")) ||
-                     (s.kind == Shape::Add && (w.fn == "avg" || w.fn == "min" || w.fn == "max")));
+          const AggRule *rule = FindAggRule(w.fn);
+          bool ok = within(s) && dflt_inv && rule &&
+                    ((s.kind == Shape::Mul && rule->scales) || (s.kind == Shape::Add && rule->translates));
           o = ok ? s : Top();
         }
         return out;
@@ -345,7 +347,7 @@ std::set<std::pair<const Rel *, int>> HeldMaxima(const Rel *loss, const std::vec
       for (size_t k = 0; k < r->aggs.size(); k++) {
         const AggCall &a = r->aggs[k];
         int col = r->nkeys + static_cast<int>(k);
-        if ((a.fn == "max" || a.fn == "min") && r->cols[col].differentiable && prover.Invariant(loss, r, col))
+        if (FlowOf(a.fn) == AggFlow::Attained && r->cols[col].differentiable && prover.Invariant(loss, r, col))
           held.insert({r, col});
       }
     } else if (r->kind == RelKind::Window && WholePartition(r)) {
@@ -353,7 +355,7 @@ std::set<std::pair<const Rel *, int>> HeldMaxima(const Rel *loss, const std::vec
       for (size_t k = 0; k < r->wins.size(); k++) {
         const WinCall &w = r->wins[k];
         int col = static_cast<int>(ni + k);
-        if ((w.fn == "max" || w.fn == "min") && r->cols[col].differentiable && prover.Invariant(loss, r, col))
+        if (FlowOf(w.fn) == AggFlow::Attained && r->cols[col].differentiable && prover.Invariant(loss, r, col))
           held.insert({r, col});
       }
     }

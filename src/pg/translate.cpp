@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ddx/core/agg_rules.h"
+
 extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -854,8 +856,10 @@ bool WholePartition(const WindowClause *wc) {
   return (o & FRAMEOPTION_START_UNBOUNDED_PRECEDING) && (o & FRAMEOPTION_END_UNBOUNDED_FOLLOWING);
 }
 
+// Whether n is an aggregate (of pg_catalog) that ddx differentiates.
 bool IsAggregateName(const std::string &n) {
-  return n == "sum" || n == "avg" || n == "count" || n == "min" || n == "max";
+  const AggRule *rule = FindAggRule(n);
+  return rule && rule->aggregate;
 }
 
 std::string OffsetSql(Node *n) {
@@ -931,9 +935,8 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
       if (f->winref != wc->winref) continue;
       FuncInfo fi = Func(f->winfnoid);
       bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
-      bool known = builtin && (f->winagg ? IsAggregateName(fi.name)
-                                         : fi.name == "lag" || fi.name == "lead" || fi.name == "row_number" ||
-                                               fi.name == "rank" || fi.name == "dense_rank");
+      const AggRule *rule = FindAggRule(fi.name);
+      bool known = builtin && rule && (f->winagg ? rule->aggregate : !rule->aggregate);
       if (!known || f->aggfilter)
         Refuse("window function " + fi.name + " in the loss",
                "ddx differentiates sum, avg, count, min and max over a window, lag and lead, and row_number, rank "
@@ -1077,10 +1080,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
           Refuse("aggregate " + fi.name + " with DISTINCT, ORDER BY, FILTER or WITHIN GROUP in the loss");
         AggCall call;
         bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
-        call.fn = builtin && (fi.name == "sum" || fi.name == "avg" || fi.name == "count" || fi.name == "min" ||
-                              fi.name == "max")
-                      ? fi.name
-                      : fi.qualified;
+        call.fn = builtin && IsAggregateName(fi.name) ? fi.name : fi.qualified;
         if (!ar->aggstar) {
           if (list_length(ar->args) != 1) Refuse("aggregate " + fi.name + " of several arguments in the loss");
           call.arg = static_cast<int>(pre_exprs.size());

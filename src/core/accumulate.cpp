@@ -1,0 +1,324 @@
+// Cotangents: each relation's b<id>, the sum of its readers' contributions,
+// and the contributions of a region's rows to its leaves (see pass.h).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lets.h"
+#include "pass.h"
+
+namespace ddx::core {
+
+// The cotangent step b<id> of a relation: the sum of its readers'
+// contributions.
+bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
+  auto it = contribs.find(r);
+  if (it == contribs.end() || it->second.empty()) return false;
+  auto &cs = it->second;
+  std::set<int> cols;
+  for (const auto &c : cs) cols.insert(c.cols.begin(), c.cols.end());
+  std::string sql;
+  if (cs.size() == 1) {
+    sql = cs[0].sql;
+    if (cs[0].carries) carried.insert(r);
+  } else {
+    std::vector<std::string> parts, sums;
+    for (const auto &c : cs) {
+      std::vector<std::string> sel{"q.rid"};
+      for (int j : cols) sel.push_back((c.cols.count(j) ? "q." + D(j) : "NULL::float8") + " AS " + D(j));
+      parts.push_back("SELECT " + Join(sel, ", ") + " FROM (" + c.sql + ") q");
+    }
+    for (int j : cols) sums.push_back("sum(z." + D(j) + ") AS " + D(j));
+    sql = "SELECT z.rid, " + Join(sums, ", ") + " FROM (" + Join(parts, " UNION ALL ") + ") z GROUP BY z.rid";
+  }
+  ctes.push_back(B(r) + " AS MATERIALIZED (" + sql + ")");
+  bcols[r] = cols;
+  return true;
+}
+
+std::string SumTerms(const std::vector<std::string> &terms) {
+  std::vector<std::string> t;
+  for (const auto &x : terms) t.push_back("COALESCE(" + x + ", 0::float8)");
+  return "(" + Join(t, " + ") + ")";
+}
+
+bool Pass::AnyActive(const Rel *r) const {
+  for (bool a : active.at(r))
+    if (a) return true;
+  return false;
+}
+
+void Pass::Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries) {
+  if (cols.empty() || !AnyActive(to)) return;
+  contribs[to].push_back({std::move(sql), std::move(cols), carries});
+}
+
+// An aggregate whose cotangent may carry its saved columns c<j> beside
+// rid and d<j>, so that Groups reads the cotangent alone: joined with the
+// saved rows on rid, without statistics, the planner estimated the
+// matmul's 80k groups at 32M rows and hashed the other side of the next
+// join instead (in two batches). A reader whose rows are the aggregate's
+// rows one to one (a `once` contribution, the transposed rule's final
+// join) adds them; with one such reader the cotangent is that query.
+// (Averages' counts n<k> are not carried: such aggregates keep the join.)
+bool Carries(const Rel *r) {
+  if (r->kind != RelKind::Aggregate || r->nkeys == 0) return false;
+  for (const auto &a : r->aggs)
+    if (Counted(a.fn)) return false;
+  return true;
+}
+
+namespace {
+
+using PerLeaf = std::map<int, std::map<int, std::string>>;  // leaf -> col -> summed term
+using LeafRid = std::function<std::string(int k)>;
+
+std::string T(int k, int col) { return "t" + std::to_string(k) + "_" + std::to_string(col); }
+
+// Several leaves, `once` the only root: the source's rows stored as they
+// are, that leaf's terms read from them, the others' summed by their rids
+// (GROUPING SETS would also hash a set of as many groups as rows:
+// attention's softmax backward, 33k rows into 33k groups beside 256 for z;
+// program 957 -> 904 ms interleaved).
+void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
+              const LeafRid &leaf_rid, const std::string &shared_name, int once) {
+  std::vector<std::string> cols;
+  for (const auto &[k, terms_k] : per_leaf) {
+    cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
+    for (const auto &[col, sum] : terms_k) cols.push_back(sum + " AS " + T(k, col));
+  }
+  s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
+  for (const auto &[k, terms_k] : per_leaf) {
+    std::string rk = "r" + std::to_string(k);
+    std::vector<std::string> sel{rk + " AS rid"};
+    std::set<int> cs;
+    for (const auto &[col, sum] : terms_k) {
+      sel.push_back((k == once ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
+      cs.insert(col);
+    }
+    p.Contribute(reg.leaves[k],
+                 "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
+                     (k == once ? "" : " GROUP BY " + rk),
+                 cs);
+  }
+}
+
+// One leaf: its terms summed by its rid (not summed when it is the only
+// root), its saved columns carried where its cotangent may carry them.
+void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLeaf &per_leaf, const LeafRid &leaf_rid,
+             int once, const Resolver &value) {
+  for (const auto &[k, cols] : per_leaf) {
+    bool single = k == once;
+    std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
+    std::set<int> cs;
+    for (const auto &[col, sum] : cols) {
+      inner.push_back(sum + " AS " + D(col));
+      outer.push_back((single ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
+      cs.insert(col);
+    }
+    bool carry = single && value && Carries(reg.leaves[k]);
+    for (size_t j = 0; carry && j < reg.leaves[k]->cols.size(); j++) {
+      inner.push_back(value(kLeafSide + k, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
+      outer.push_back("q." + C(static_cast<int>(j)));
+    }
+    p.Contribute(reg.leaves[k],
+                 "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                     ") q WHERE q.rid IS NOT NULL" + (single ? "" : " GROUP BY q.rid"),
+                 cs, carry);
+  }
+}
+
+// The one pass over a region with GROUPING SETS: the region rows' columns
+// (inner), the grouped columns (outer), the grouping keys and the sets.
+struct GroupingSets {
+  std::vector<std::string> inner, outer, keys;
+  std::set<std::string> have;
+  std::vector<std::vector<std::string>> sets;
+
+  void Key(const std::string &sql, const std::string &name) {
+    if (!have.insert(name).second) return;
+    inner.push_back(sql + " AS " + name);
+    outer.push_back("q." + name);
+    keys.push_back(name);
+  }
+  // GROUPING(keys) of a set: bit set = key aggregated away; the first key
+  // is the most significant bit.
+  std::string Mask(const std::vector<std::string> &in_set) const {
+    int n = static_cast<int>(keys.size()), m = 0;
+    for (int i = 0; i < n; i++)
+      if (std::find(in_set.begin(), in_set.end(), keys[i]) == in_set.end()) m |= 1 << (n - 1 - i);
+    return std::to_string(m);
+  }
+  std::string Step(const std::string &name, const std::string &source) const {
+    std::vector<std::string> gkeys, ss, out = outer;
+    for (const auto &k : keys) gkeys.push_back("q." + k);
+    for (const auto &c : sets) {
+      std::vector<std::string> qc;
+      for (const auto &x : c) qc.push_back("q." + x);
+      ss.push_back("(" + Join(qc, ", ") + ")");
+    }
+    out.insert(out.begin(), "GROUPING(" + Join(gkeys, ", ") + ") AS gs");
+    return name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+           ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + "))";
+  }
+};
+
+// How a deferred factor's grouped rows are found again: by the rids of its
+// leaves that determine the others (roots), the others and the values the
+// factor reads rejoined from its leaves on those rids (with inner joins
+// only: the region's conditions among them are then all there is), else
+// carried by min(): wide rows in the grouping sets' hash tables, which made
+// attention's spill.
+struct DeferredPlan {
+  std::set<int> roots;
+  bool rejoin;
+};
+
+// Deferred factor i's grouping set: its keys (and a marker g<i> where
+// another set has the same rids, a leaf's own set), the columns it carries,
+// its adjoint u<i>.
+DeferredPlan PlanDeferred(const Region &reg, const Deferred &d, size_t i, GroupingSets &g, const LeafRid &leaf_rid,
+                          const Resolver &value) {
+  std::string is = std::to_string(i);
+  DeferredPlan plan{Roots(reg, d.leaves), !reg.outer};
+  for (const auto &c : reg.conds)
+    if (HasSublink(c)) plan.rejoin = false;
+  std::vector<std::string> cols;
+  for (int side : d.leaves)
+    if (plan.roots.count(side)) cols.push_back("r" + std::to_string(side - kLeafSide));
+  if (std::find(g.sets.begin(), g.sets.end(), cols) != g.sets.end()) {
+    cols.insert(cols.begin(), "g" + is);
+    g.Key("1", "g" + is);
+  }
+  for (int side : d.leaves) {
+    int k = side - kLeafSide;
+    if (plan.roots.count(side)) {
+      g.Key(leaf_rid(k), "r" + std::to_string(k));
+    } else if (!plan.rejoin) {
+      std::string sn = "s" + std::to_string(k) + "_" + is;
+      g.inner.push_back(leaf_rid(k) + " AS " + sn);
+      g.outer.push_back("min(q." + sn + ") AS " + sn);
+    }
+  }
+  std::set<std::pair<int, int>> used;
+  CollectCols(d.expr, used);
+  for (const auto &[side, col] : used) {
+    if (col < 0 || plan.rejoin) continue;
+    std::string x = "x" + std::to_string(side - kLeafSide) + "_" + std::to_string(col) + "_" + is;
+    g.inner.push_back(value(side, col) + " AS " + x);
+    g.outer.push_back("min(q." + x + ") AS " + x);
+  }
+  std::string u = "u" + is;
+  g.inner.push_back("COALESCE(" + d.adj + ", 0::float8) AS " + u);
+  g.outer.push_back("sum(q." + u + ") AS " + u);
+  g.sets.push_back(cols);
+  return plan;
+}
+
+// Deferred factor i's rows (`stage`: its grouping set's), rejoined with its
+// leaves where the plan says so.
+std::string DeferredStage(const Pass &p, const Region &reg, const Deferred &d, size_t i, const DeferredPlan &plan,
+                          const std::string &stage) {
+  if (!plan.rejoin) return stage;
+  std::string is = std::to_string(i);
+  std::vector<std::string> cols{"n.*"}, from{stage + " n"}, where;
+  for (int side : d.leaves) {
+    int k = side - kLeafSide;
+    std::string ks = std::to_string(k);
+    from.push_back(p.LeafFrom(reg.leaves[k], reg.Alias(k)));
+    if (plan.roots.count(side))
+      where.push_back(p.LeafCol(reg, side, -1) + " = n.r" + ks);
+    else
+      cols.push_back(p.LeafCol(reg, side, -1) + " AS s" + ks + "_" + is);
+  }
+  std::set<std::pair<int, int>> used;
+  CollectCols(d.expr, used);
+  for (const auto &[side, col] : used)
+    if (col >= 0)
+      cols.push_back(p.LeafCol(reg, side, col) + " AS x" + std::to_string(side - kLeafSide) + "_" +
+                     std::to_string(col) + "_" + is);
+  for (const auto &c : reg.conds) {
+    std::set<int> ls = LeafSides(c);
+    bool among = !ls.empty();
+    for (int x : ls) among = among && d.leaves.count(x);
+    if (among) where.push_back(p.Sql(c, p.Inside(reg)));
+  }
+  return "(SELECT " + Join(cols, ", ") + " FROM " + Join(from, ", ") + " WHERE " + Join(where, " AND ") + ")";
+}
+
+}  // namespace
+
+// Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
+// leaves (and whatever the caller joined), terms are per leaf column.
+void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
+                              const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
+                              const std::vector<Deferred> &deferred, const Resolver &value, std::set<int> roots) {
+  PerLeaf per_leaf;
+  for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
+  // A leaf that is the only root of the source's rows (`roots`: by default
+  // the region's; the others are saved aggregates joined on all their keys,
+  // at most one row each; one leaf: no join) is in at most one row of the
+  // source (every rule joins a region row with one cotangent): nothing to
+  // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups.
+  if (roots.empty()) roots = Roots(reg, Sides(reg));
+  int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
+  if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
+    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once);
+  if (per_leaf.size() < 2 && deferred.empty()) return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, value);
+  // Several leaves: one pass over the region, summed by each leaf's rid at
+  // once with GROUPING SETS, instead of recomputing the region per leaf.
+  // A deferred factor's set groups by the rids of its leaves and the leaf
+  // columns it reads (which those rids determine).
+  GroupingSets g;
+  for (const auto &[k, cols] : per_leaf) {
+    std::string rk = "r" + std::to_string(k);
+    g.Key(leaf_rid(k), rk);
+    g.sets.push_back({rk});
+    for (const auto &[col, sum] : cols) {
+      g.inner.push_back(sum + " AS " + T(k, col));
+      g.outer.push_back("sum(q." + T(k, col) + ") AS " + T(k, col));
+    }
+  }
+  std::vector<DeferredPlan> plans;
+  for (size_t i = 0; i < deferred.size(); i++) plans.push_back(PlanDeferred(reg, deferred[i], i, g, leaf_rid, value));
+  s.ctes.push_back(g.Step(shared_name, source));
+  size_t pos = 0;
+  for (const auto &[k, cols] : per_leaf) {
+    std::string rk = "r" + std::to_string(k);
+    std::vector<std::string> sel{rk + " AS rid"};
+    std::set<int> cs;
+    for (const auto &[col, sum] : cols) {
+      sel.push_back(T(k, col) + " AS " + D(col));
+      cs.insert(col);
+    }
+    Contribute(reg.leaves[k],
+               "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE gs = " + g.Mask(g.sets[pos++]) + " AND " +
+                   rk + " IS NOT NULL",
+               cs);
+  }
+  // Each deferred factor, differentiated at its own grain.
+  for (size_t i = 0; i < deferred.size(); i++) {
+    const Deferred &d = deferred[i];
+    std::string is = std::to_string(i);
+    const std::set<int> &rt = plans[i].roots;
+    std::string stage = DeferredStage(*this, reg, d, i, plans[i],
+                                      "(SELECT * FROM " + shared_name + " WHERE gs = " + g.Mask(g.sets[pos++]) + ")");
+    auto rid = [rt, is](int k) {
+      return rt.count(kLeafSide + k) ? "n.r" + std::to_string(k) : "n.s" + std::to_string(k) + "_" + is;
+    };
+    Resolver grouped = [rid, is](int side, int col) {
+      int k = side - kLeafSide;
+      return col < 0 ? rid(k) : "n.x" + std::to_string(k) + "_" + std::to_string(col) + "_" + is;
+    };
+    Lets lets(*this, "n", grouped);
+    Terms t;
+    Backprop(d.expr, "n.u" + is, lets, LeafActivity(reg), t);
+    // (the stage has one row per rid of its roots)
+    ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt);
+  }
+}
+
+}  // namespace ddx::core

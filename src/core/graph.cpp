@@ -1,0 +1,136 @@
+// The relation graph: the relations in topological order with their ids,
+// which of them are materialized, and the analysis a Pass runs before any
+// SQL is written (see pass.h).
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "ddx/core/shift.h"
+#include "pass.h"
+
+namespace ddx::core {
+
+void CheckRanks(const Pass &p);                             // facts.cpp
+std::vector<bool> NotNullOf(const Pass &p, const Rel *r);   // facts.cpp
+std::vector<bool> ActivityOf(const Pass &p, const Rel *r);  // facts.cpp
+
+namespace {
+
+constexpr int kSavedLeaves = 4;  // see DecideMaterialized
+
+std::vector<ExprP> Exprs(const Rel *r) {
+  std::vector<ExprP> exprs;
+  if (r->kind != RelKind::Function) exprs = r->exprs;
+  if (r->cond) exprs.push_back(r->cond);
+  for (const auto &row : r->rows) exprs.insert(exprs.end(), row.begin(), row.end());
+  return exprs;
+}
+
+}  // namespace
+
+Pass::Pass(const RelP &l) : loss(l) {
+  Visit(loss);
+  CheckRanks(*this);
+  held = HeldMaxima(loss.get(), order);  // a softmax's max: constant (shift.h)
+  for (Rel *r : order) active[r] = ActivityOf(*this, r);
+  for (Rel *r : order) notnull[r] = NotNullOf(*this, r);
+  DecideMaterialized();
+  // Each step's region, decided before any SQL is written: a materialized
+  // row-local relation's own, a window's or an aggregate's input's.
+  for (Rel *r : order) {
+    if (!mat.count(r) || direct.count(r)) continue;
+    RegionOf of = RuleOf(*r).region;
+    if (of != RegionOf::None) regions[r] = of == RegionOf::Self ? Compile(r, true) : Compile(r->inputs[0].get(), false);
+  }
+}
+
+void Pass::Visit(const RelP &r) {
+  if (id.count(r.get())) return;
+  id[r.get()] = -1;
+  for (const auto &in : r->inputs) Visit(in);
+  for (const auto &e : Exprs(r.get())) VisitSublinks(e);
+  id[r.get()] = next_id++;
+  order.push_back(r.get());
+}
+
+void Pass::VisitSublinks(const ExprP &e) {
+  if (!e) return;
+  if (e->kind == ExprKind::Sublink) {
+    Visit(e->sub);
+    sublink_rels.insert(e->sub.get());
+  }
+  for (const auto &a : e->args) VisitSublinks(a);
+  VisitSublinks(e->test);
+  VisitSublinks(e->corr);
+}
+
+// Which relations are CTEs; the others are compiled into their readers' regions.
+void Pass::DecideMaterialized() {
+  std::set<const Rel *> cte;  // read by name (rid, c<j>), not through a region
+  for (Rel *r : order) {
+    if (RowLocal(r)) continue;
+    mat.insert(r);
+    // Set operations, LIMIT, scalar subqueries and FULL joins read saved inputs.
+    if (r->kind != RelKind::Aggregate && r->kind != RelKind::Window)
+      for (const auto &in : r->inputs) mat.insert(in.get()), cte.insert(in.get());
+  }
+  // A compound row-local relation (LayerNorm's output over the residual
+  // stream: ten leaves at one layer) that is one side of a contraction (an
+  // aggregate grouped by keys of both sides of a join, so that each row of
+  // one side is repeated for each matching row of the other) is saved, once
+  // per its own row: compiled into the contraction's region it was
+  // recomputed from all its leaves for every joined row (the GPT's logits:
+  // 77,824 rows of a 1,024-row LayerNorm; its gradient 1.4-1.7 s -> 0.55-0.64
+  // s). Relations of fewer leaves (attention's p = e / z, a matmul's inputs)
+  // stay compiled into their readers, where a costly value is computed
+  // below the join; a join that does not repeat rows (a loss's average over
+  // samples) saves nothing.
+  std::function<int(const Rel *)> leaves = [&](const Rel *x) {
+    if (mat.count(x)) return 1;
+    int n = 0;
+    for (const auto &in : x->inputs) n += leaves(in.get());
+    return n;
+  };
+  for (Rel *r : order) {
+    if (r->kind != RelKind::Aggregate || r->nkeys == 0) continue;
+    // the group keys as columns of the first join below, through projections and filters
+    const Rel *x = r->inputs[0].get();
+    std::vector<int> keys;
+    for (int k = 0; k < r->nkeys; k++) keys.push_back(k);
+    while (!mat.count(x) && (x->kind == RelKind::Project || x->kind == RelKind::Filter)) {
+      if (x->kind == RelKind::Project)
+        for (int &k : keys) {
+          const ExprP &e = x->exprs.at(k);
+          k = e->kind == ExprKind::Col && e->side == 0 ? e->col : -1;
+        }
+      x = x->inputs[0].get();
+    }
+    if (mat.count(x) || x->kind != RelKind::Join || x->join != JoinKind::Inner) continue;
+    int nl = static_cast<int>(x->inputs[0]->cols.size());
+    bool left = false, right = false;
+    for (int k : keys)
+      if (k >= 0) (k < nl ? left : right) = true;
+    if (!left || !right) continue;
+    for (const auto &side : x->inputs)
+      if (RowLocal(side.get()) && leaves(side.get()) >= kSavedLeaves) mat.insert(side.get());
+  }
+  mat.insert(loss.get());
+  cte.insert(loss.get());
+  for (const Rel *s : sublink_rels) mat.insert(const_cast<Rel *>(s)), cte.insert(s);
+  // Scans that only regions read are read in place: no copy of the table,
+  // the planner sees its statistics, and ctid is the row's rid.
+  for (Rel *r : order)
+    if (r->kind == RelKind::Scan && r->single && !cte.count(r)) direct.insert(r);
+  // Composition inlines a projection's expressions into every use: keep
+  // chains of projections from growing without bound.
+  for (Rel *r : order) {
+    if (mat.count(r) || r->kind != RelKind::Project) continue;
+    Region reg = Compile(r, true);
+    size_t biggest = 0;
+    for (const auto &e : reg.item.cols) biggest = std::max(biggest, ExprSize(e));
+    if (biggest > 64) mat.insert(r);
+  }
+}
+
+}  // namespace ddx::core

@@ -1,0 +1,59 @@
+// The forward values a reverse rule reads, each computed once per row.
+//
+// PostgreSQL evaluates an expression as often as it is written (it does not
+// eliminate common subexpressions): attention's backward wrote exp(s - m)
+// eight times per row of its 526k-row pass. Each value becomes a column
+// v<N> of a layer (SELECT alias.*, ... FROM (inner) alias OFFSET 0) around
+// the relation the rule reads, one past its deepest argument's layer;
+// OFFSET 0 keeps the planner from pulling the layers up (and the
+// expressions back in). Values under a CASE branch are computed only
+// where that branch is taken (NULL elsewhere, where the branch's adjoint
+// is zero), as the forward computed them: a branch may fail elsewhere
+// (sqrt of a negative number).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pass.h"
+
+namespace ddx::core {
+
+class Lets {
+ public:
+  // prefix: of the value columns' names. below: where values over the
+  // leaves `below_sides` are computed instead (see BelowSides), read here as
+  // columns of the same name.
+  Lets(const Pass &p, std::string alias, Resolver base, std::string prefix = "v", Lets *below = nullptr,
+       std::set<int> below_sides = {});
+
+  // e's value (SQL over the layers), under `guard` (a CASE branch's).
+  std::string Value(const ExprP &e, const std::string &guard);
+  // The guard of branch k of CASE e (under `guard`): where the forward took it.
+  std::string Branch(const ExprP &e, size_t k, const std::string &guard);
+  // inner (a relation's SQL) wrapped in the layers, aliased `alias`.
+  std::string Wrap(const std::string &inner) const;
+  // The names of the value columns, in the order they were made.
+  std::vector<std::string> Names() const;
+
+ private:
+  std::string Also(const std::string &guard, const std::string &cond, bool truth);
+  static int Depth(const std::string &sql, const std::map<std::string, int> &m);
+  ExprP Placeholder(const std::string &sql, const Type &t, int &depth) const;
+  std::string Name(const std::string &def, int depth, const std::string &guard);
+
+  const Pass &p_;
+  std::string alias_;
+  Resolver base_;
+  std::string prefix_;
+  Lets *below_;
+  std::set<int> below_sides_;
+  std::map<std::string, std::string> names_;
+  std::map<std::string, int> depth_;        // value SQL -> layer (0: a column of the base)
+  std::map<std::string, int> guard_depth_;  // guard SQL -> its deepest value's layer
+  std::vector<std::vector<std::string>> layers_;
+};
+
+}  // namespace ddx::core

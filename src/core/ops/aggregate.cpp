@@ -1,0 +1,191 @@
+// GROUP BY (and DISTINCT) with sum, avg, count, min and max over the input's
+// region. Its reverse recomputes the region and pairs each row with its
+// group's cotangent; a sum over a join of two sides is transposed instead
+// (contraction.cpp).
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../lets.h"
+#include "../pass.h"
+#include "contraction.h"
+
+namespace ddx::core {
+namespace {
+
+std::vector<bool> AggregateRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk(r.cols.size(), false);
+  for (int k = 0; k < r.nkeys; k++) rk[k] = in(0)[k];
+  for (const auto &a : r.aggs)
+    if (a.arg >= 0 && in(0)[a.arg] && FlowOf(a.fn) != AggFlow::None) check.refuse("in the aggregate " + a.fn + "()");
+  return rk;
+}
+
+std::vector<bool> AggregateNotNull(const Rel &r, const Inputs &in) {
+  std::vector<bool> nn(r.cols.size(), false);
+  for (int k = 0; k < r.nkeys; k++) nn[k] = in(0)[k];
+  for (size_t k = 0; k < r.aggs.size(); k++) {
+    const AggRule *rule = FindAggRule(r.aggs[k].fn);
+    nn[r.nkeys + k] = rule && rule->never_null;
+  }
+  return nn;
+}
+
+std::vector<bool> AggregateActivity(const Rel &r, const Inputs &in) {
+  std::vector<bool> act(r.cols.size(), false);
+  const auto &i0 = in(0);
+  for (int k = 0; k < r.nkeys; k++) act[k] = i0[k];
+  for (size_t k = 0; k < r.aggs.size(); k++) {
+    const AggCall &a = r.aggs[k];
+    act[r.nkeys + k] = a.arg >= 0 && PassesGradient(a.fn) && i0[a.arg] && r.cols[r.nkeys + k].differentiable;
+  }
+  return act;
+}
+
+// The input region's rows grouped (a costly value below a join computed
+// before it: see BelowSides), each group's count beside an avg.
+std::string AggregateForward(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  std::string sql;
+  const Region &reg = p.regions.at(r);
+  Resolver res = [&](int side, int col) { return p.LeafCol(reg, side, col); };
+  std::vector<ExprP> ecols = reg.item.cols;
+  std::string from = p.FromWhere(reg);
+  std::vector<ExprP> read(ecols.begin(), ecols.begin() + r->nkeys);
+  for (const auto &a : r->aggs)
+    if (a.arg >= 0) read.push_back(ecols[a.arg]);
+  std::set<int> below = BelowSides(reg, read);
+  if (!below.empty()) {  // see BelowSides
+    std::vector<std::string> defs;
+    std::map<std::string, std::string> names;
+    std::set<std::pair<int, int>> used;
+    for (auto &e : ecols) e = p.Hoist(reg, e, below, defs, names);
+    for (int k = 0; k < r->nkeys; k++) CollectCols(ecols[k], used);
+    for (const auto &a : r->aggs)
+      if (a.arg >= 0) CollectCols(ecols[a.arg], used);
+    from = p.SplitFrom(reg, below, used, defs, [](const std::string &sub) { return sub + " s"; });
+    res = p.Above(reg, below);
+  }
+  std::vector<std::string> cols, keys;
+  cols.push_back(r->nkeys > 0 ? "row_number() OVER () AS rid" : "1::bigint AS rid");
+  for (int k = 0; k < r->nkeys; k++) {
+    cols.push_back(p.Sql(ecols[k], res) + " AS " + C(k));
+    keys.push_back(std::to_string(k + 2));  // select-list position
+  }
+  for (size_t k = 0; k < r->aggs.size(); k++) {
+    const AggCall &a = r->aggs[k];
+    std::string arg = a.arg < 0 ? "*" : p.Sql(ecols[a.arg], res);
+    cols.push_back(a.fn + "(" + arg + ") AS " + C(r->nkeys + static_cast<int>(k)));
+    if (Counted(a.fn)) cols.push_back("count(" + arg + ") AS n" + std::to_string(k));
+  }
+  sql = "SELECT " + Join(cols, ", ") + " FROM " + from;
+  if (!keys.empty()) sql += " GROUP BY " + Join(keys, ", ");
+  return sql;
+}
+
+void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
+  const Rel *r = &rel;
+  const std::set<int> &bc = p.bcols.at(r);
+  std::string b = p.B(r);
+  // Recompute the input region, pair each row with its group's cotangent
+  // by the group keys, and sum the chain rule by each leaf's rid. The
+  // region is planned on its own (OFFSET 0): planned together with the
+  // aggregate and its cotangent, whose CTE scans have no statistics, the
+  // planner joined the wrong pair first (attention: 1M rows instead of 33k).
+  const Region &reg = p.regions.at(r);
+  if (Transposed(p, r, reg)) return;
+  Resolver inside = [&](int side, int col) { return p.LeafCol(reg, side, col); };
+  Resolver res = [&](int side, int col) { return "r." + FlatName(reg, side, col); };
+  // The region's rows carry the leaf rids, the leaf columns the keys and
+  // the differentiated arguments read, and the keys.
+  std::set<std::pair<int, int>> used;
+  for (int o : bc) CollectCols(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg], used);
+  // Each group's saved row and its cotangent, joined first (a few rows
+  // per group), so that the region's rows are probed once.
+  std::string grp = p.Groups(r);
+  std::vector<ExprP> read;
+  for (int o : bc) read.push_back(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg]);
+  std::set<int> below = BelowSides(reg, read);  // see BelowSides
+  Lets under(
+      p, "s", [&](int side, int col) { return "s." + FlatName(reg, side, col); }, "h");
+  Lets lets(p, "r", res, "v", below.empty() ? nullptr : &under, below);
+  Terms terms;
+  std::vector<Deferred> deferred;
+  for (int o : bc) {
+    std::string d = "a.b" + D(o);
+    if (o < r->nkeys) {
+      if (!r->distinct)
+        throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
+                    "A group key carries gradient, but grouping by a value has no derivative.",
+                    "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
+      CheckVolatile(reg.item.cols[o]);
+      Backprop(reg.item.cols[o], "(" + d + " / count(*) OVER (PARTITION BY a.rid))", lets, p.LeafActivity(reg), terms);
+      continue;
+    }
+    int k = o - r->nkeys;
+    const AggCall &ag = r->aggs[k];
+    const ExprP &arg = reg.item.cols[ag.arg];
+    CheckVolatile(arg);
+    std::string x = lets.Value(arg, ""), y = "a." + C(o), adj;
+    AggFlow flow = FlowOf(ag.fn);
+    if (flow == AggFlow::Linear && !Counted(ag.fn))
+      adj = "(CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + d + " END)";
+    else if (flow == AggFlow::Linear)
+      adj = "(CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + d + " / a.n" + std::to_string(k) + " END)";
+    else if (flow == AggFlow::Attained)
+      // Tied rows share the gradient evenly.
+      adj = "(CASE WHEN (" + x + ") = " + y + " THEN " + d + " / count(*) FILTER (WHERE (" + x + ") = " + y +
+            ") OVER (PARTITION BY a.rid) END)";
+    else
+      throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
+                  "Gradient reaches an aggregate that ddx does not differentiate.",
+                  "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
+    Backprop(arg, adj, lets, p.LeafActivity(reg), terms, "", &deferred);
+  }
+  // The region's rows carry the leaf rids, the leaf columns the keys and
+  // the differentiated arguments read (all of a leaf's whose cotangent
+  // carries them, see Carries), and the keys.
+  std::set<int> to;
+  for (const auto &[key, t] : terms) to.insert(key.first);
+  if (to.size() == 1 && deferred.empty() && Carries(reg.leaves[*to.begin() - kLeafSide]))
+    for (size_t j = 0; j < reg.leaves[*to.begin() - kLeafSide]->cols.size(); j++)
+      used.insert({*to.begin(), static_cast<int>(j)});
+  Resolver at = below.empty() ? inside : p.Above(reg, below);
+  std::vector<std::string> sel;
+  for (size_t k = 0; k < reg.leaves.size(); k++)
+    sel.push_back(at(kLeafSide + static_cast<int>(k), -1) + " AS " +
+                  FlatName(reg, kLeafSide + static_cast<int>(k), -1));
+  for (const auto &[side, col] : used)
+    if (col >= 0) sel.push_back(at(side, col) + " AS " + FlatName(reg, side, col));
+  for (int k = 0; k < r->nkeys; k++) {
+    for (const auto &c : p.KeyCols(r, k, p.Sql(reg.item.cols[k], at), "k" + std::to_string(k))) sel.push_back(c);
+    CollectCols(reg.item.cols[k], used);
+  }
+  std::string from = p.FromWhere(reg);
+  if (!below.empty()) {
+    for (const auto &n : under.Names()) sel.push_back("s." + n + " AS " + n);
+    from = p.SplitFrom(reg, below, used, {}, [&](const std::string &sub) { return under.Wrap(sub); });
+  }
+  std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + from + " OFFSET 0)");
+  if (r->nkeys == 0) {
+    source += " CROSS JOIN " + grp;
+  } else {
+    std::vector<std::string> on;
+    for (int k = 0; k < r->nkeys; k++) on.push_back(p.KeyEq(r, k, "r.k" + std::to_string(k)));
+    source += " JOIN " + grp + " ON " + Join(on, " AND ");
+  }
+  p.ContributeToLeaves(
+      s, reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; }, "m" + std::to_string(p.id.at(r)),
+      deferred, res);
+}
+
+}  // namespace
+
+extern const OpRule kAggregateOp;
+const OpRule kAggregateOp{
+    "aggregate",      AggregateRanks,   AggregateNotNull, AggregateActivity,
+    AggregateForward, AggregateReverse, RegionOf::Input,
+};
+
+}  // namespace ddx::core

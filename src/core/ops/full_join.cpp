@@ -1,0 +1,72 @@
+// FULL JOIN: both inputs saved, the join's rows hold both sides' rids (NULL
+// where a side is missing), and each side's cotangent is the sum of its
+// columns' cotangents by its rid.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../lets.h"
+#include "../pass.h"
+
+namespace ddx::core {
+namespace {
+
+std::vector<bool> FullJoinRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk = in(0);
+  rk.insert(rk.end(), in(1).begin(), in(1).end());
+  check.walk(r.cond, rk, true);
+  return rk;
+}
+
+std::vector<bool> FullJoinNotNull(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
+
+std::vector<bool> FullJoinActivity(const Rel &r, const Inputs &in) {
+  std::vector<bool> act(r.cols.size(), false);
+  const auto &l = in(0), &rr = in(1);
+  for (size_t i = 0; i < act.size(); i++) act[i] = i < l.size() ? l[i] : rr[i - l.size()];
+  return act;
+}
+
+std::string FullJoinForward(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  std::string sql;
+  int nl = static_cast<int>(r->inputs[0]->cols.size());
+  Resolver lr = [nl](int, int col) { return col < nl ? "l." + C(col) : "r." + C(col - nl); };
+  std::vector<std::string> cols{"row_number() OVER () AS rid", "l.rid AS l0", "r.rid AS l1"};
+  for (size_t k = 0; k < r->cols.size(); k++) cols.push_back(lr(0, static_cast<int>(k)) + " AS " + C(k));
+  sql = "SELECT " + Join(cols, ", ") + " FROM " + p.F(r->inputs[0].get()) + " l FULL JOIN " + p.F(r->inputs[1].get()) +
+        " r ON " + (r->cond ? p.Sql(r->cond, lr) : "true");
+  return sql;
+}
+
+void FullJoinReverse(Pass &p, const Rel &rel, Steps &) {
+  const Rel *r = &rel;
+  const std::set<int> &bc = p.bcols.at(r);
+  std::string b = p.B(r);
+  int nl = static_cast<int>(r->inputs[0]->cols.size());
+  for (int side = 0; side < 2; side++) {
+    std::vector<std::string> sel{std::string("j.l") + std::to_string(side) + " AS rid"};
+    std::set<int> cols;
+    for (int j : bc) {
+      if ((j < nl) != (side == 0)) continue;
+      int k = side ? j - nl : j;
+      sel.push_back("sum(b." + D(j) + ") AS " + D(k));
+      cols.insert(k);
+    }
+    std::string key = "j.l" + std::to_string(side);
+    p.Contribute(r->inputs[side].get(),
+                 "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + p.F(r) + " j ON j.rid = b.rid WHERE " + key +
+                     " IS NOT NULL GROUP BY " + key,
+                 cols);
+  }
+}
+
+}  // namespace
+
+extern const OpRule kFullJoinOp;
+const OpRule kFullJoinOp{
+    "full join", FullJoinRanks, FullJoinNotNull, FullJoinActivity, FullJoinForward, FullJoinReverse, RegionOf::None,
+};
+
+}  // namespace ddx::core

@@ -1,0 +1,137 @@
+// Row-local relations: a projection, a filter, an inner or a LEFT join. Read
+// by another relation, such a relation is compiled into the reader's region
+// (region.cpp) and has no rule of its own; these rules are for one that is
+// materialized (the loss, a sublink's relation, a side of a contraction, a
+// projection grown too large): its step holds its region's rows with the
+// leaf rids and the leaf columns its expressions read, and its reverse
+// differentiates the composed columns over those saved columns.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../lets.h"
+#include "../pass.h"
+
+namespace ddx::core {
+namespace {
+
+std::vector<bool> ProjectRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk(r.cols.size(), false);
+  for (size_t i = 0; i < r.exprs.size(); i++) {
+    const ExprP &e = r.exprs[i];
+    if (e->kind == ExprKind::Col && e->side == 0)
+      rk[i] = in(0).at(e->col);
+    else
+      check.walk(e, in(0), false);
+  }
+  return rk;
+}
+
+std::vector<bool> ProjectNotNull(const Rel &r, const Inputs &in) {
+  std::vector<bool> nn(r.cols.size(), false);
+  for (size_t i = 0; i < nn.size(); i++) {
+    const ExprP &e = r.exprs[i];
+    if (e->kind == ExprKind::Col && e->side == 0) nn[i] = in(0).at(e->col);
+    if (e->kind == ExprKind::Const) nn[i] = e->text.rfind("NULL", 0) != 0;
+  }
+  return nn;
+}
+
+std::vector<bool> ProjectActivity(const Rel &r, const Inputs &in) {
+  std::vector<bool> act(r.cols.size(), false);
+  const auto &a0 = in(0);
+  ActiveFn fn = [&](int side, int col) { return side == 0 && a0[col]; };
+  for (size_t i = 0; i < act.size(); i++) act[i] = IsActive(r.exprs[i], fn);
+  return act;
+}
+
+std::vector<bool> FilterNotNull(const Rel &r, const Inputs &in) {
+  std::vector<bool> nn = in(0);
+  Compared(r.cond, nn);
+  return nn;
+}
+
+std::vector<bool> JoinRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk = in(0);
+  rk.insert(rk.end(), in(1).begin(), in(1).end());
+  check.walk(r.cond, rk, true);
+  return rk;
+}
+
+std::vector<bool> JoinNotNull(const Rel &r, const Inputs &in) {
+  std::vector<bool> nn = in(0);
+  if (r.join == JoinKind::Inner) {
+    nn.insert(nn.end(), in(1).begin(), in(1).end());
+    Compared(r.cond, nn);
+  } else {
+    nn.resize(r.cols.size(), false);
+  }
+  return nn;
+}
+
+std::vector<bool> JoinActivity(const Rel &r, const Inputs &in) {
+  std::vector<bool> act(r.cols.size(), false);
+  const auto &l = in(0), &rr = in(1);
+  for (size_t i = 0; i < act.size(); i++) act[i] = i < l.size() ? l[i] : rr[i - l.size()];
+  return act;
+}
+
+std::string RegionForward(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  std::string sql;
+  // A materialized row-local relation: its region's rows, with the leaf
+  // rids and the leaf columns its expressions read (for the backward).
+  const Region &reg = p.regions.at(r);
+  Resolver res = [&](int side, int col) { return p.LeafCol(reg, side, col); };
+  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  for (size_t k = 0; k < reg.leaves.size(); k++)
+    cols.push_back(p.LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
+  std::set<std::pair<int, int>> used;
+  for (const auto &e : reg.item.cols) CollectCols(e, used);
+  for (const auto &[side, col] : used)
+    if (col >= 0) cols.push_back(p.LeafCol(reg, side, col) + " AS " + SavedCol(side, col));
+  for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
+  sql = "SELECT " + Join(cols, ", ") + " FROM " + p.FromWhere(reg);
+  return sql;
+}
+
+void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
+  const Rel *r = &rel;
+  const std::set<int> &bc = p.bcols.at(r);
+  std::string b = p.B(r);
+  // Saved region rows: differentiate the composed columns over the
+  // saved leaf columns, sum by each leaf's rid.
+  const Region &reg = p.regions.at(r);
+  Resolver saved = [&](int side, int col) {
+    return col < 0 ? "f.l" + std::to_string(side - kLeafSide) : "f." + SavedCol(side, col);
+  };
+  Terms terms;
+  Lets lets(p, "f", saved);
+  for (int o : bc) {
+    CheckVolatile(reg.item.cols[o]);
+    Backprop(reg.item.cols[o], "b." + D(o), lets, p.LeafActivity(reg), terms);
+  }
+  p.ContributeToLeaves(
+      s, reg, " FROM " + lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
+      [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)));
+}
+
+}  // namespace
+
+extern const OpRule kProjectOp;
+const OpRule kProjectOp{
+    "project", ProjectRanks, ProjectNotNull, ProjectActivity, RegionForward, RegionReverse, RegionOf::Self,
+};
+
+extern const OpRule kFilterOp;
+const OpRule kFilterOp{
+    "filter", PassRanks, FilterNotNull, SameAsInput, RegionForward, RegionReverse, RegionOf::Self,
+};
+
+extern const OpRule kJoinOp;
+const OpRule kJoinOp{
+    "join", JoinRanks, JoinNotNull, JoinActivity, RegionForward, RegionReverse, RegionOf::Self,
+};
+
+}  // namespace ddx::core

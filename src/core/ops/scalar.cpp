@@ -1,0 +1,40 @@
+// A scalar subquery: (SELECT one value FROM a saved input of one row).
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../lets.h"
+#include "../pass.h"
+
+namespace ddx::core {
+namespace {
+
+std::vector<bool> ScalarRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk = in(0);
+  check.walk(r.cond, rk, true);
+  return rk;
+}
+
+std::vector<bool> ScalarNotNull(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
+
+std::string ScalarForward(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  return "SELECT 1::bigint AS rid, (SELECT s.c0 FROM " + p.F(r->inputs[0].get()) + " s) AS c0";
+}
+
+// The one value's cotangent goes to the input's one row.
+void ScalarReverse(Pass &p, const Rel &rel, Steps &) {
+  const Rel *r = &rel;
+  p.Contribute(r->inputs[0].get(),
+               "SELECT s.rid, b.d0 FROM " + p.B(r) + " b CROSS JOIN " + p.F(r->inputs[0].get()) + " s", p.bcols.at(r));
+}
+
+}  // namespace
+
+extern const OpRule kScalarOp;
+const OpRule kScalarOp{
+    "scalar subquery", ScalarRanks, ScalarNotNull, SameAsInput, ScalarForward, ScalarReverse, RegionOf::None,
+};
+
+}  // namespace ddx::core
