@@ -15,6 +15,19 @@ CREATE FUNCTION grad("any", "any") RETURNS float8
 CREATE FUNCTION vjp("any", "any", "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- jvp(o.v, 'w.val', 'tangent' [, 'b.val', 'tangent_b' ...]): forward mode.
+-- o is a CTE, view or subquery in the FROM list; the value is the
+-- derivative of column v of o's current row along the tangent relations
+-- (each shaped like its parameter table: the table's key columns, and the
+-- tangent under the parameter column's name; a row without a tangent row
+-- has tangent 0). The hook replaces o by one query that carries each
+-- column's tangent beside it, and each call by its row's tangent.
+CREATE FUNCTION jvp("any", VARIADIC text[]) RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- What jvp becomes: its row's tangent column, as it is.
+CREATE FUNCTION ddx_jvp_at(float8) RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_stop_gradient' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 -- ddx_value(loss): the loss's value, computed by the same pass as the
 -- statement's grad(loss, ...) calls (a training step logs it without a
 -- second forward), or alone: the loss under the plan settings ddx's
@@ -141,6 +154,15 @@ $$;
 CREATE SCHEMA _ddx;
 COMMENT ON SCHEMA _ddx IS 'ddx: training runs, their log and optimizer state';
 GRANT USAGE ON SCHEMA _ddx TO PUBLIC;
+
+-- A tangent relation of jvp with two rows for one parameter row, refused
+-- where the query jvp's hook writes reads it. (VOLATILE: an immutable call
+-- of constants would be evaluated while planning, whether read or not.)
+CREATE FUNCTION _ddx.tangent_duplicate(param text) RETURNS float8 LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION 'the tangent relation of % has two rows for one parameter row', param
+    USING ERRCODE = '21000', HINT = 'A tangent relation has one row per key of the parameter table.';
+END $$;
 
 -- A training run: a name, an optimizer and a step count. Its state rows are
 -- keyed by id in the state tables; its log by name.

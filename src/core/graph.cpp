@@ -29,10 +29,16 @@ std::vector<ExprP> Exprs(const Rel *r) {
 
 }  // namespace
 
-Pass::Pass(const RelP &l) : loss(l) {
+Pass::Pass(const RelP &l, const std::vector<Tangent> *t) : tangents(t), loss(l) {
+  // (tangent relations first: a scan with a parameter reads them)
+  if (tangents)
+    for (const Tangent &tg : *tangents)
+      if (tg.rel) Visit(tg.rel);
   Visit(loss);
   CheckRanks(*this);
-  held = HeldMaxima(loss.get(), order);  // a softmax's max: constant (shift.h)
+  // A softmax's max, constant (shift.h) where the loss provably does not
+  // depend on it; forward mode follows every tangent instead.
+  if (!tangents) held = HeldMaxima(loss.get(), order);
   for (Rel *r : order) active[r] = ActivityOf(*this, r);
   for (Rel *r : order) notnull[r] = NotNullOf(*this, r);
   DecideMaterialized();
@@ -117,6 +123,13 @@ void Pass::DecideMaterialized() {
   }
   mat.insert(loss.get());
   cte.insert(loss.get());
+  // Forward mode: the tangent relations are read by name, and every scan
+  // with a parameter is saved with its tangents (joined to it by key).
+  if (tangents)
+    for (const Tangent &tg : *tangents)
+      if (tg.rel) mat.insert(tg.rel.get()), cte.insert(tg.rel.get());
+  for (Rel *r : order)
+    if (tangents && r->kind == RelKind::Scan && AnyActive(r)) cte.insert(r);
   for (const Rel *s : sublink_rels) mat.insert(const_cast<Rel *>(s)), cte.insert(s);
   // Scans that only regions read are read in place: no copy of the table,
   // the planner sees its statistics, and ctid is the row's rid.

@@ -32,6 +32,7 @@
 
 #include "ddx/core/agg_rules.h"
 #include "ddx/core/ir.h"
+#include "ddx/core/program.h"
 #include "ddx/core/pure.h"
 
 namespace ddx::core {
@@ -159,7 +160,11 @@ class Lets;
 // --- the pass ----------------------------------------------------------------
 
 struct Pass {
-  explicit Pass(const RelP &loss);  // the analysis (graph.cpp)
+  // The analysis (graph.cpp). With tangents, for forward mode (jvp): their
+  // relations are part of the graph, every scan with a parameter is saved
+  // with its tangents, and no maximum is held constant.
+  explicit Pass(const RelP &loss, const std::vector<Tangent> *tangents = nullptr);
+  const std::vector<Tangent> *tangents = nullptr;
 
   // graph (graph.cpp)
   RelP loss;
@@ -185,6 +190,10 @@ struct Pass {
 
   // SQL of an expression (expr_sql.cpp; a sublink's: ops/sublink.cpp)
   std::string Sql(const ExprP &e, const Resolver &res) const;
+  // Forward mode (tangent.cpp): the tangent of e over region reg (its
+  // leaves' tangent columns t<j>), as float8 SQL; a column's tangent.
+  std::string TangentSql(const Region &reg, const ExprP &e) const;
+  std::string LeafTangent(const Region &reg, int side, int col) const;
 
   // regions (region.cpp)
   Region Compile(const Rel *r, bool through) const;
@@ -265,6 +274,9 @@ struct OpRule {
   // Contribute()s to the inputs from the relation's cotangent b<id>
   void (*reverse)(Pass &p, const Rel &r, Steps &s);
   RegionOf region;
+  // forward mode: the body of the relation's step with its tangents, rid,
+  // c<j> and t<j> for every column j that depends on a parameter
+  std::string (*tangent)(const Pass &p, const Rel &r);
 };
 
 const OpRule &RuleOf(const Rel &r);  // by RelKind; a Join by its kind of join

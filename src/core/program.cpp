@@ -139,6 +139,23 @@ Program BuildGradientProgram(const RelP &loss) {
   return core::Gradient(p);
 }
 
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents) {
+  core::Pass p(out, &tangents);
+  std::vector<std::string> ctes;
+  for (const Rel *r : p.order)
+    if (p.mat.count(r) && !p.direct.count(r))
+      ctes.push_back(p.F(r) + " AS MATERIALIZED (" + core::RuleOf(*r).tangent(p, *r) + ")");
+  const std::vector<bool> &act = p.active.at(out.get());
+  std::vector<std::string> cols;
+  for (size_t j = 0; j < out->cols.size(); j++) cols.push_back("o." + core::C(static_cast<int>(j)));
+  for (size_t j = 0; j < out->cols.size(); j++) {
+    std::string c = "o." + core::C(static_cast<int>(j));
+    cols.push_back("CASE WHEN " + c + " IS NULL THEN NULL ELSE " + (act[j] ? "o.t" + std::to_string(j) : "0::float8") +
+                   " END AS t" + std::to_string(j));
+  }
+  return "WITH " + core::Join(ctes, ",\n") + "\nSELECT " + core::Join(cols, ", ") + " FROM " + p.F(out.get()) + " o";
+}
+
 std::string BuildForwardSql(const RelP &loss) {
   core::Pass p(loss);
   return "WITH " + core::Join(core::ForwardSteps(p), ",\n") + "\nSELECT * FROM " + p.F(loss.get());

@@ -10,6 +10,7 @@
 // Const, and the row identity (tableoid, ctid) plain Vars, so the rewritten
 // statement survives plan caching, views and plpgsql unchanged; every
 // execution runs the program again under its own snapshot (runner.cpp).
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/analyze.h"
+#include "parser/parser.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
@@ -45,6 +47,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
 }
@@ -64,6 +67,8 @@ struct DdxOids {
   Oid value;
   Oid grad_at;
   Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
+  Oid jvp;             // jvp(out.col, VARIADIC text[]): forward mode
+  Oid jvp_at;          // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
   Oid stop[2];
 };
 DdxOids oids;
@@ -101,6 +106,9 @@ bool LookupOids() {
       o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
       Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
       o.grad_at_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 6, atp, true);
+      Oid jv[2] = {ANYOID, TEXTARRAYOID};
+      o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
+      o.jvp_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_at"))), 1, f8, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
     }
@@ -128,7 +136,7 @@ Query *InnerQuery(Query *q) {
 bool IsDdxCall(Node *node) {
   if (!IsA(node, FuncExpr)) return false;
   Oid f = castNode(FuncExpr, node)->funcid;
-  return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value));
+  return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value || f == oids.jvp));
 }
 
 bool ContainsGrad(Node *node, void *ctx) {
@@ -156,8 +164,14 @@ struct GradCall {
   int pidx = -1;
 };
 
+struct JvpCall {
+  FuncExpr *fe;
+  std::vector<Query *> stack;  // outermost first; back() holds the call
+};
+
 struct Collector {
   std::vector<GradCall> calls;
+  std::vector<JvpCall> jvps;
   std::vector<Query *> stack;
 };
 
@@ -169,6 +183,10 @@ bool Collect(Node *node, Collector *c) {
     c->stack.push_back(q);
     query_tree_walker(q, (bool (*)())Collect, c, 0);
     c->stack.pop_back();
+    return false;
+  }
+  if (IsDdxCall(node) && castNode(FuncExpr, node)->funcid == oids.jvp) {
+    c->jvps.push_back(JvpCall{castNode(FuncExpr, node), c->stack});
     return false;
   }
   if (IsDdxCall(node)) {
@@ -337,6 +355,342 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
   return names;
 }
 
+// --- forward mode (jvp) --------------------------------------------------------
+//
+// jvp(o.v, 'w.val', 'tw' [, 'b.val', 'tb' ...]) stands in a query whose FROM
+// list holds o, a reference to a CTE, a view or a subquery: the derivative of
+// column v of o's current row along the tangent relations tw (of w.val), tb
+// .... The reference is replaced by one query (the core's BuildTangentSql)
+// whose rows are o's rows, its columns o's columns followed by their
+// tangents, and each call by that row's tangent column: forward mode runs as
+// the statement runs, in its plan and snapshot, with no program of its own.
+
+// The string arguments of a jvp call: (parameter, tangent relation) pairs.
+std::vector<std::string> JvpTexts(const JvpCall &call) {
+  auto fail = [&] {
+    throw Error(sqlstate::kInvalidParameterValue, "the parameters and tangents of jvp must be string literals",
+                "jvp takes a column of a relation in the FROM list, then pairs of a parameter column and its tangent "
+                "relation.",
+                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", call.fe->location);
+  };
+  Node *arr = StripRelabel((Node *)lsecond(call.fe->args));
+  std::vector<std::string> out;
+  if (!arr || !IsA(arr, ArrayExpr)) fail();
+  ListCell *lc;
+  foreach (lc, castNode(ArrayExpr, arr)->elements) {
+    Node *e = StripRelabel((Node *)lfirst(lc));
+    if (!e || !IsA(e, Const) || castNode(Const, e)->constisnull) fail();
+    Const *k = castNode(Const, e);
+    out.push_back(Str(PgCall([&] { return TextDatumGetCString(k->constvalue); })));
+  }
+  if (out.empty() || out.size() % 2)
+    throw Error(sqlstate::kInvalidParameterValue, "jvp needs pairs of a parameter column and its tangent relation",
+                std::to_string(out.size()) + " string argument(s) given.",
+                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", call.fe->location);
+  return out;
+}
+
+// The live columns of a table or view, in order.
+std::vector<std::string> RelColumnNames(Oid relid) {
+  struct Raw {
+    int n;
+    char **names;
+  };
+  Raw raw = PgCall([&] {
+    Relation rel = relation_open(relid, AccessShareLock);
+    TupleDesc td = RelationGetDescr(rel);
+    Raw x{0, (char **)palloc(sizeof(char *) * Max(td->natts, 1))};
+    for (int i = 0; i < td->natts; i++)
+      if (!TupleDescAttr(td, i)->attisdropped) x.names[x.n++] = pstrdup(NameStr(TupleDescAttr(td, i)->attname));
+    relation_close(rel, AccessShareLock);
+    return x;
+  });
+  return std::vector<std::string>(raw.names, raw.names + raw.n);
+}
+
+// A parameter 'table.column' (or 'schema.table.column') of jvp.
+ParamTarget JvpParam(const JvpCall &call, const std::string &spec) {
+  struct Found {
+    Oid relid;
+    char relkind;
+    Oid type;
+    char *att;
+  };
+  Found f = PgCall([&] {
+    Found r{InvalidOid, 0, InvalidOid, nullptr};
+    List *names = stringToQualifiedNameList(spec.c_str());
+    if (list_length(names) < 2) return r;
+    r.att = pstrdup(strVal(llast(names)));
+    names = list_truncate(names, list_length(names) - 1);
+    r.relid = RangeVarGetRelid(makeRangeVarFromNameList(names), AccessShareLock, true);
+    if (OidIsValid(r.relid)) {
+      r.relkind = get_rel_relkind(r.relid);
+      AttrNumber a = get_attnum(r.relid, r.att);
+      if (a != InvalidAttrNumber) r.type = get_atttype(r.relid, a);
+    }
+    return r;
+  });
+  if (!f.att)
+    throw Error(sqlstate::kInvalidParameterValue, "parameter \"" + spec + "\" of jvp is not of the form table.column",
+                "", "Write 'table.column' or 'schema.table.column'.", call.fe->location);
+  if (!OidIsValid(f.relid) || (f.relkind != RELKIND_RELATION && f.relkind != RELKIND_PARTITIONED_TABLE))
+    throw Error(sqlstate::kUndefinedTable, "table of parameter \"" + spec + "\" of jvp does not exist", "",
+                "Name a table (ordinary, temporary, unlogged or partitioned) and one of its columns.",
+                call.fe->location);
+  if (!OidIsValid(f.type))
+    throw Error(sqlstate::kUndefinedColumn, "parameter column \"" + spec + "\" of jvp does not exist", "", "",
+                call.fe->location);
+  if (f.type != FLOAT8OID && f.type != FLOAT4OID)
+    throw Error(sqlstate::kDatatypeMismatch, "parameter column \"" + spec + "\" of jvp is not float8 or float4",
+                "Derivatives are taken along float8 or float4 columns.", "", call.fe->location);
+  return ParamTarget{f.relid, f.att};
+}
+
+// Where the output of a jvp call is: its query, range table entry, column.
+struct JvpOut {
+  int level = -1;  // the query's index in the call's stack
+  Index rtindex = 0;
+  AttrNumber attno = 0;
+  Index varlevelsup = 0;
+};
+
+JvpOut ResolveJvpOut(const JvpCall &call) {
+  auto refuse = [&](const std::string &detail) {
+    throw Error(sqlstate::kUndefinedColumn, "the first argument of jvp must be a column of a CTE, view or subquery",
+                detail,
+                "Write jvp(o.v, 'w.val', 'tangent_of_w') where o is a CTE, a view or a subquery in the FROM list.",
+                call.fe->location);
+  };
+  Node *arg = StripRelabel((Node *)linitial(call.fe->args));
+  if (!arg || !IsA(arg, Var)) refuse("The first argument is an expression, not a column.");
+  Var *v = castNode(Var, arg);
+  if (v->varlevelsup >= call.stack.size()) throw Error(sqlstate::kInternalError, "ddx internal error: bad Var level");
+  JvpOut o;
+  o.level = static_cast<int>(call.stack.size() - 1 - v->varlevelsup);
+  o.varlevelsup = v->varlevelsup;
+  Query *q = call.stack[o.level];
+  Index varno = v->varno;
+  AttrNumber attno = v->varattno;
+  RangeTblEntry *rte = rt_fetch(varno, q->rtable);
+  while (rte->rtekind == RTE_JOIN && attno > 0 && attno <= list_length(rte->joinaliasvars)) {
+    Node *alias = StripRelabel((Node *)list_nth(rte->joinaliasvars, attno - 1));
+    if (!alias || !IsA(alias, Var)) break;
+    varno = castNode(Var, alias)->varno;
+    attno = castNode(Var, alias)->varattno;
+    rte = rt_fetch(varno, q->rtable);
+  }
+  bool view = rte->rtekind == RTE_RELATION && PgCall([&] { return get_rel_relkind(rte->relid); }) == RELKIND_VIEW;
+  if (attno <= 0 || !(rte->rtekind == RTE_CTE || rte->rtekind == RTE_SUBQUERY || view))
+    refuse("It is a column of a table, a function or a join, which holds no computation to differentiate.");
+  o.rtindex = varno;
+  o.attno = attno;
+  return o;
+}
+
+// The CTE that range table entry `rte` of the query at `level` reads, and its owner's level.
+CommonTableExpr *CteOf(const std::vector<Query *> &stack, int level, RangeTblEntry *rte, int &owner) {
+  owner = level - static_cast<int>(rte->ctelevelsup);
+  if (owner < 0) throw Error(sqlstate::kInternalError, "ddx internal error: bad CTE level");
+  ListCell *lc;
+  foreach (lc, stack[owner]->cteList) {
+    auto *cte = lfirst_node(CommonTableExpr, lc);
+    if (strcmp(cte->ctename, rte->ctename) == 0) return cte;
+  }
+  throw Error(sqlstate::kInternalError, "ddx internal error: CTE not found");
+}
+
+// Statement parameters in the analyzed tangent query: the original Params
+// (a plpgsql variable, PREPARE's $n) in place of the query's own $k.
+bool RestoreParams(Node *node, void *ctx) {
+  if (!node) return false;
+  auto *params = static_cast<const std::vector<Param *> *>(ctx);
+  if (IsA(node, Param)) {
+    Param *p = castNode(Param, node);
+    if (p->paramkind == PARAM_EXTERN && p->paramid >= 1 && p->paramid <= static_cast<int>(params->size()))
+      *p = *(*params)[p->paramid - 1];
+    return false;
+  }
+  if (IsA(node, Query)) return query_tree_walker(castNode(Query, node), (bool (*)())RestoreParams, ctx, 0);
+  return expression_tree_walker(node, (bool (*)())RestoreParams, ctx);
+}
+
+// The analyzed query of `sql` (names resolved under pg_catalog first, as
+// the runner runs programs), with `params` as its $1 ....
+Query *AnalyzeTangentSql(const std::string &sql, const std::vector<Param *> &params) {
+  return PgCall([&] {
+    int nest = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
+    char *text = pstrdup(sql.c_str());
+    List *raw = raw_parser(text, RAW_PARSE_DEFAULT);
+    Oid *types = (Oid *)palloc(sizeof(Oid) * Max(params.size(), 1));
+    for (size_t i = 0; i < params.size(); i++) types[i] = params[i]->paramtype;
+    Query *q =
+        parse_analyze_fixedparams(linitial_node(RawStmt, raw), text, types, static_cast<int>(params.size()), NULL);
+    AtEOXact_GUC(true, nest);
+    RestoreParams((Node *)q, (void *)&params);
+    return q;
+  });
+}
+
+void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids) {
+  // One rewrite per output reference (query, range table entry).
+  std::vector<size_t> done(calls.size(), 0);
+  for (size_t i = 0; i < calls.size(); i++) {
+    if (done[i]) continue;
+    const JvpCall &first = calls[i];
+    JvpOut out = ResolveJvpOut(first);
+    std::vector<std::string> texts = JvpTexts(first);
+    std::vector<size_t> group;
+    for (size_t j = i; j < calls.size(); j++) {
+      if (done[j]) continue;
+      JvpOut o = ResolveJvpOut(calls[j]);
+      if (calls[j].stack[o.level] != first.stack[out.level] || o.rtindex != out.rtindex) continue;
+      if (JvpTexts(calls[j]) != texts)
+        throw Error(sqlstate::kFeatureNotSupported, "jvp calls on one relation name different tangents",
+                    "Every jvp call on one reference to a relation must name the same parameters and tangents.",
+                    "Reference the relation twice in the FROM list, once per set of tangents.", calls[j].fe->location);
+      group.push_back(j);
+      done[j] = 1;
+    }
+    Query *q = first.stack[out.level];
+    RangeTblEntry *rte = rt_fetch(out.rtindex, q->rtable);
+    std::vector<Scope> scopes(first.stack.size());
+    for (size_t k = 0; k < scopes.size(); k++) scopes[k] = Scope{first.stack[k], k ? &scopes[k - 1] : nullptr};
+    std::string sql;
+    std::vector<Param *> extern_params;
+    size_t ncols = 0;
+    try {
+      std::vector<ParamTarget> params;
+      for (size_t k = 0; k < texts.size(); k += 2) {
+        ParamTarget p = JvpParam(first, texts[k]);
+        for (const auto &x : params)
+          if (x.relid == p.relid && x.attname == p.attname)
+            throw Error(sqlstate::kInvalidParameterValue, "parameter \"" + texts[k] + "\" is given twice to jvp", "",
+                        "", first.fe->location);
+        params.push_back(p);
+      }
+      Translator tr(params, stop_oids);
+      RelP rel;
+      if (rte->rtekind == RTE_CTE) {
+        int owner = -1;
+        CommonTableExpr *cte = CteOf(first.stack, out.level, rte, owner);
+        rel = tr.TranslateCte(cte, &scopes[owner]);
+      } else if (rte->rtekind == RTE_SUBQUERY)
+        rel = tr.TranslateQuery(rte->subquery, &scopes[out.level]);
+      else
+        rel = tr.TranslateView(rte->relid);
+      // The tangent relations: of no parameter (a tangent is a constant of the derivative).
+      Translator tt({}, stop_oids);
+      std::vector<Tangent> tangents(params.size());
+      for (size_t k = 0; k < params.size(); k++) {
+        NamedRel t;
+        std::vector<std::string> names;
+        const std::string &tname = texts[2 * k + 1];
+        for (int level = out.level; level >= 0 && !t.cte; level--) {
+          ListCell *lc;
+          foreach (lc, first.stack[level]->cteList) {
+            auto *cte = lfirst_node(CommonTableExpr, lc);
+            if (tname == cte->ctename) t.cte = cte, t.owner_level = level;
+          }
+        }
+        if (t.cte) {
+          tangents[k].rel = tt.TranslateCte(t.cte, &scopes[t.owner_level]);
+          ListCell *lc;
+          foreach (lc, t.cte->ctecolnames) names.push_back(strVal(lfirst(lc)));
+        } else {
+          Oid relid = PgCall([&] {
+            return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(tname.c_str())), AccessShareLock,
+                                    true);
+          });
+          if (!OidIsValid(relid))
+            throw Error(sqlstate::kUndefinedTable, "tangent relation \"" + tname + "\" does not exist",
+                        "It is neither a CTE visible where the call stands nor a table or view.", "",
+                        first.fe->location);
+          char kind = PgCall([&] { return get_rel_relkind(relid); });
+          tangents[k].rel = kind == RELKIND_VIEW ? tt.TranslateView(relid) : tt.TranslateTable(relid);
+          names = RelColumnNames(relid);
+        }
+        if (!tt.ExternParams().empty())
+          throw Error(sqlstate::kFeatureNotSupported, "tangent relation \"" + tname + "\" reads statement parameters",
+                      "", "Compute the tangents into a table or a CTE of constants.", first.fe->location);
+        for (size_t c = 0; c < names.size(); c++) {
+          if (names[c] == params[k].attname) {
+            tangents[k].value = static_cast<int>(c);
+            continue;
+          }
+          bool key = PgCall([&] { return get_attnum(params[k].relid, names[c].c_str()) != InvalidAttrNumber; });
+          if (!key)
+            throw Error(sqlstate::kUndefinedColumn,
+                        "column \"" + names[c] + "\" of tangent relation \"" + tname +
+                            "\" is not a column of the "
+                            "parameter's table",
+                        "A tangent relation has the parameter table's key columns and the tangent, under the "
+                        "parameter column's name.",
+                        "", first.fe->location);
+          tangents[k].keys.push_back(
+              {static_cast<int>(c), Str(PgCall([&] { return quote_identifier(names[c].c_str()); }))});
+        }
+        if (tangents[k].value < 0)
+          throw Error(sqlstate::kUndefinedColumn,
+                      "tangent relation \"" + tname + "\" has no column \"" + params[k].attname + "\"",
+                      "The tangent of parameter " + texts[2 * k] + " is the column of the parameter's name.", "",
+                      first.fe->location);
+      }
+      sql = BuildTangentSql(rel, tangents);
+      extern_params = tr.ExternParams();
+      ncols = rel->cols.size();
+    } catch (Error &e) {
+      if (e.position < 0) e.position = first.fe->location;
+      throw;
+    }
+    Query *sub = AnalyzeTangentSql(sql, extern_params);
+    PgCall([&] {
+      if (rte->rtekind == RTE_CTE) {
+        int owner = -1;
+        CteOf(first.stack, out.level, rte, owner)->cterefcount--;
+      }
+      rte->rtekind = RTE_SUBQUERY;
+      rte->subquery = sub;
+      rte->security_barrier = false;
+      rte->relid = InvalidOid;
+      rte->relkind = 0;
+      rte->rellockmode = 0;
+      rte->tablesample = NULL;
+      rte->inh = false;
+      rte->requiredPerms = 0;
+      rte->checkAsUser = InvalidOid;
+      rte->selectedCols = NULL;
+      rte->ctename = NULL;
+      rte->ctelevelsup = 0;
+      rte->self_reference = false;
+      rte->coltypes = rte->coltypmods = rte->colcollations = NIL;
+      List *names = NIL;
+      ListCell *lc;
+      int n = 0;
+      foreach (lc, rte->eref->colnames) {
+        if (n++ < static_cast<int>(ncols)) names = lappend(names, lfirst(lc));
+      }
+      for (size_t j = 0; j < ncols; j++)
+        names = lappend(names, makeString(psprintf("jvp_%d", static_cast<int>(j + 1))));
+      rte->eref->colnames = names;
+      for (size_t j : group) {
+        JvpOut o = ResolveJvpOut(calls[j]);
+        FuncExpr *fe = calls[j].fe;
+        fe->funcid = oids.jvp_at;
+        fe->funcresulttype = FLOAT8OID;
+        fe->funcretset = false;
+        fe->funcvariadic = false;
+        fe->funcformat = COERCE_EXPLICIT_CALL;
+        fe->funccollid = InvalidOid;
+        fe->inputcollid = InvalidOid;
+        fe->args = list_make1(
+            makeVar(o.rtindex, static_cast<AttrNumber>(ncols + o.attno), FLOAT8OID, -1, InvalidOid, o.varlevelsup));
+      }
+    });
+  }
+}
+
 void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
   Collector c;
   PgCall([&] { Collect((Node *)query, &c); });
@@ -429,6 +783,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
       for (Param *p : extern_params[call.group]) fe->args = lappend(fe->args, copyObjectImpl(p));
     });
   }
+  RewriteJvps(c.jvps, stop_oids);
 }
 
 void PostParseAnalyze(ParseState *pstate, Query *query, JumbleState *jstate) {

@@ -489,6 +489,19 @@ RelP Translator::TranslateView(Oid relid) {
   return r;
 }
 
+RelP Translator::TranslateTable(Oid relid) {
+  RangeTblEntry *rte = PgCall([&] {
+    RangeTblEntry *e = makeNode(RangeTblEntry);
+    e->rtekind = RTE_RELATION;
+    e->relid = relid;
+    e->relkind = get_rel_relkind(relid);
+    e->inh = true;
+    return e;
+  });
+  std::vector<int> attno_to_col;
+  return Table(rte, &attno_to_col);
+}
+
 RelP Translator::TranslateCte(CommonTableExpr *cte, const Scope *owner) {
   auto it = ctes_.find(cte);
   if (it != ctes_.end()) return it->second;

@@ -48,4 +48,22 @@ ExprP NullSafeEquals(const ExprP &a, const ExprP &b);
 // The forward SQL of `loss` alone (its value), for checks and explain.
 std::string BuildForwardSql(const RelP &loss);
 
+// A parameter column's tangent relation, for jvp: `rel`'s column `value` is
+// the tangent of the parameter in the row whose key columns equal `keys`
+// (rel's column, the quoted name of the parameter table's column). A row
+// without a tangent row has tangent 0; a NULL value has a NULL tangent.
+struct Tangent {
+  RelP rel;
+  int value = -1;
+  std::vector<std::pair<int, std::string>> keys;
+};
+
+// Forward mode: one query whose rows are `out`'s rows, its columns c0 ..
+// c<n-1> followed by t0 .. t<n-1> (float8), each column's derivative along
+// the tangents (tangents[k] of the scan columns whose Rel::param is k): 0
+// where a column does not depend on a parameter, NULL where its value is
+// NULL. No tape: every relation's step carries tangent columns beside its
+// values. Throws Error (0A000 where forward mode has no rule).
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents);
+
 }  // namespace ddx

@@ -45,6 +45,8 @@ class Translator {
   RelP TranslateCte(CommonTableExpr *cte, const Scope *owner);
   // A view, expanded (memoized by OID).
   RelP TranslateView(Oid relid);
+  // A table (or a view), as a FROM item naming it reads it.
+  RelP TranslateTable(Oid relid);
   // The statement parameters ($n: PREPARE, plpgsql variables, SQL-function
   // arguments) the translated relations read, in the order of the program's
   // own parameters: the program's $k is ExternParams()[k - 1].

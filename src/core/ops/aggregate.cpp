@@ -180,12 +180,67 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
       deferred, res);
 }
 
+// Forward mode: sum and avg of the tangents (over the rows whose argument
+// is not NULL, as the values), min and max the average tangent of the rows
+// that attain them (ties share, as in reverse mode), a DISTINCT key's the
+// average of its rows'.
+std::string AggregateTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  const Region &reg = p.regions.at(r);
+  Resolver res = p.Inside(reg);
+  const std::vector<bool> &act = p.active.at(r);
+  std::vector<std::string> inner, keys, by, cols{r->nkeys > 0 ? "row_number() OVER () AS rid" : "1::bigint AS rid"};
+  for (int k = 0; k < r->nkeys; k++) {
+    inner.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
+    by.push_back(p.Sql(reg.item.cols[k], res));
+    keys.push_back("i." + C(k));
+    cols.push_back("i." + C(k) + " AS " + C(k));
+  }
+  std::string part = by.empty() ? "" : "PARTITION BY " + Join(by, ", ");  // (the groups, among the region's rows)
+  std::vector<std::string> tans;
+  for (int k = 0; k < r->nkeys; k++) {
+    if (!act[k]) continue;
+    if (!r->distinct)
+      throw Error(sqlstate::kFeatureNotSupported, "GROUP BY key depends on a parameter",
+                  "A group key carries a tangent, but grouping by a value has no derivative.",
+                  "Group by columns that do not depend on the parameter, or wrap the key in stop_gradient(...).");
+    inner.push_back(p.TangentSql(reg, reg.item.cols[k]) + " AS t" + std::to_string(k));
+    tans.push_back("avg(i.t" + std::to_string(k) + ") AS t" + std::to_string(k));
+  }
+  for (size_t k = 0; k < r->aggs.size(); k++) {
+    const AggCall &a = r->aggs[k];
+    std::string ks = std::to_string(k), o = std::to_string(r->nkeys + static_cast<int>(k));
+    if (a.arg >= 0) inner.push_back(p.Sql(reg.item.cols[a.arg], res) + " AS a" + ks);
+    cols.push_back(a.fn + "(" + (a.arg < 0 ? std::string("*") : "i.a" + ks) + ") AS c" + o);
+    if (!act[r->nkeys + k]) continue;
+    const ExprP &arg = reg.item.cols[a.arg];
+    CheckVolatile(arg);
+    std::string x = p.Sql(arg, res);
+    inner.push_back("CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + p.TangentSql(reg, arg) + " END AS ta" + ks);
+    AggFlow flow = FlowOf(a.fn);
+    if (flow == AggFlow::Linear) {
+      tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(i.ta" + ks + ") AS t" + o);
+    } else if (flow == AggFlow::Attained) {
+      inner.push_back(a.fn + "(" + x + ") OVER (" + part + ") AS m" + ks);
+      tans.push_back("avg(i.ta" + ks + ") FILTER (WHERE i.a" + ks + " = i.m" + ks + ") AS t" + o);
+    } else {
+      throw Error(sqlstate::kFeatureNotSupported, "aggregate " + a.fn + " has no derivative rule",
+                  "A tangent reaches an aggregate that ddx does not differentiate.",
+                  "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
+    }
+  }
+  cols.insert(cols.end(), tans.begin(), tans.end());
+  if (inner.empty()) inner.push_back("1 AS one");
+  return "SELECT " + Join(cols, ", ") + " FROM (SELECT " + Join(inner, ", ") + " FROM " + p.FromWhere(reg) + ") i" +
+         (keys.empty() ? "" : " GROUP BY " + Join(keys, ", "));
+}
+
 }  // namespace
 
 extern const OpRule kAggregateOp;
 const OpRule kAggregateOp{
     "aggregate",      AggregateRanks,   AggregateNotNull, AggregateActivity,
-    AggregateForward, AggregateReverse, RegionOf::Input,
+    AggregateForward, AggregateReverse, RegionOf::Input,  AggregateTangent,
 };
 
 }  // namespace ddx::core

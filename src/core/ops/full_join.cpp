@@ -62,11 +62,28 @@ void FullJoinReverse(Pass &p, const Rel &rel, Steps &) {
   }
 }
 
+// Forward mode: each side's tangents (NULL where the side is missing).
+std::string FullJoinTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  int nl = static_cast<int>(r->inputs[0]->cols.size());
+  Resolver lr = [nl](int, int col) { return col < nl ? "l." + C(col) : "r." + C(col - nl); };
+  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  for (size_t k = 0; k < r->cols.size(); k++) cols.push_back(lr(0, static_cast<int>(k)) + " AS " + C(k));
+  const std::vector<bool> &act = p.active.at(r);
+  for (int k = 0; k < static_cast<int>(r->cols.size()); k++)
+    if (act[k])
+      cols.push_back((k < nl ? "l.t" + std::to_string(k) : "r.t" + std::to_string(k - nl)) + " AS t" +
+                     std::to_string(k));
+  return "SELECT " + Join(cols, ", ") + " FROM " + p.F(r->inputs[0].get()) + " l FULL JOIN " + p.F(r->inputs[1].get()) +
+         " r ON " + (r->cond ? p.Sql(r->cond, lr) : "true");
+}
+
 }  // namespace
 
 extern const OpRule kFullJoinOp;
 const OpRule kFullJoinOp{
-    "full join", FullJoinRanks, FullJoinNotNull, FullJoinActivity, FullJoinForward, FullJoinReverse, RegionOf::None,
+    "full join",     FullJoinRanks,   FullJoinNotNull, FullJoinActivity,
+    FullJoinForward, FullJoinReverse, RegionOf::None,  FullJoinTangent,
 };
 
 }  // namespace ddx::core

@@ -35,11 +35,13 @@ void LimitReverse(Pass &p, const Rel &rel, Steps &) {
   p.Contribute(r->inputs[0].get(), "SELECT * FROM " + p.B(r), p.bcols.at(r));
 }
 
+std::string LimitTangent(const Pass &p, const Rel &rel) { return LimitForward(p, rel); }
+
 }  // namespace
 
 extern const OpRule kLimitOp;
 const OpRule kLimitOp{
-    "limit", LimitRanks, SameAsInput, SameAsInput, LimitForward, LimitReverse, RegionOf::None,
+    "limit", LimitRanks, SameAsInput, SameAsInput, LimitForward, LimitReverse, RegionOf::None, LimitTangent,
 };
 
 }  // namespace ddx::core

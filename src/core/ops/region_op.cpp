@@ -117,21 +117,35 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
       [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)));
 }
 
+// Forward mode: the region's rows, each column beside its tangent.
+std::string RegionTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  const Region &reg = p.regions.at(r);
+  Resolver res = p.Inside(reg);
+  const std::vector<bool> &act = p.active.at(r);
+  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
+  for (size_t k = 0; k < reg.item.cols.size(); k++)
+    if (act[k]) cols.push_back(p.TangentSql(reg, reg.item.cols[k]) + " AS t" + std::to_string(k));
+  return "SELECT " + Join(cols, ", ") + " FROM " + p.FromWhere(reg);
+}
+
 }  // namespace
 
 extern const OpRule kProjectOp;
 const OpRule kProjectOp{
-    "project", ProjectRanks, ProjectNotNull, ProjectActivity, RegionForward, RegionReverse, RegionOf::Self,
+    "project",     ProjectRanks,  ProjectNotNull, ProjectActivity,
+    RegionForward, RegionReverse, RegionOf::Self, RegionTangent,
 };
 
 extern const OpRule kFilterOp;
 const OpRule kFilterOp{
-    "filter", PassRanks, FilterNotNull, SameAsInput, RegionForward, RegionReverse, RegionOf::Self,
+    "filter", PassRanks, FilterNotNull, SameAsInput, RegionForward, RegionReverse, RegionOf::Self, RegionTangent,
 };
 
 extern const OpRule kJoinOp;
 const OpRule kJoinOp{
-    "join", JoinRanks, JoinNotNull, JoinActivity, RegionForward, RegionReverse, RegionOf::Self,
+    "join", JoinRanks, JoinNotNull, JoinActivity, RegionForward, RegionReverse, RegionOf::Self, RegionTangent,
 };
 
 }  // namespace ddx::core

@@ -30,11 +30,18 @@ void ScalarReverse(Pass &p, const Rel &rel, Steps &) {
                "SELECT s.rid, b.d0 FROM " + p.B(r) + " b CROSS JOIN " + p.F(r->inputs[0].get()) + " s", p.bcols.at(r));
 }
 
+std::string ScalarTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  std::string in = p.F(r->inputs[0].get());
+  return ScalarForward(p, rel) + (p.active.at(r)[0] ? ", (SELECT s.t0 FROM " + in + " s) AS t0" : "");
+}
+
 }  // namespace
 
 extern const OpRule kScalarOp;
 const OpRule kScalarOp{
-    "scalar subquery", ScalarRanks, ScalarNotNull, SameAsInput, ScalarForward, ScalarReverse, RegionOf::None,
+    "scalar subquery", ScalarRanks,   ScalarNotNull,  SameAsInput,
+    ScalarForward,     ScalarReverse, RegionOf::None, ScalarTangent,
 };
 
 }  // namespace ddx::core

@@ -83,21 +83,62 @@ std::string FunctionForward(const Pass &p, const Rel &rel) {
 // Constants: nothing to pass on.
 void NoReverse(Pass &, const Rel &, Steps &) {}
 
+// Forward mode: a table with parameters, each parameter column's tangent
+// joined by key (0 where the tangent relation has no row; a tangent
+// relation with two rows for one key is refused when the row is read).
+std::string ScanTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  std::string joins;
+  for (size_t i = 0; i < r->names.size(); i++) cols.push_back("t." + r->names[i] + " AS " + C(i));
+  const std::vector<bool> &act = p.active.at(r);
+  for (size_t i = 0; i < r->names.size(); i++) {
+    if (!act[i]) continue;
+    std::string x = "t." + r->names[i], ti = "t" + std::to_string(i);
+    size_t k = static_cast<size_t>(r->param[i]);
+    const Tangent *tg = k < p.tangents->size() && (*p.tangents)[k].rel ? &(*p.tangents)[k] : nullptr;
+    if (!tg) {
+      cols.push_back("CASE WHEN " + x + " IS NULL THEN NULL ELSE 0::float8 END AS " + ti);
+      continue;
+    }
+    std::string g = "g" + std::to_string(i);
+    std::vector<std::string> sel, by, on;
+    for (size_t m = 0; m < tg->keys.size(); m++) {
+      std::string km = "k" + std::to_string(m);
+      sel.push_back("x." + C(tg->keys[m].first) + " AS " + km);
+      by.push_back("x." + C(tg->keys[m].first));
+      on.push_back("t." + tg->keys[m].second + " = " + g + "." + km);
+    }
+    sel.push_back("x." + C(tg->value) + " AS v");
+    sel.push_back("count(*) OVER (" + (by.empty() ? std::string() : "PARTITION BY " + Join(by, ", ")) + ") AS n");
+    joins += " LEFT JOIN (SELECT " + Join(sel, ", ") + " FROM " + p.F(tg->rel.get()) + " x) " + g + " ON " +
+             (on.empty() ? "true" : Join(on, " AND "));
+    cols.push_back("CASE WHEN " + x + " IS NULL THEN NULL WHEN " + g + ".n > 1 THEN _ddx.tangent_duplicate(" +
+                   Quote(r->table + "." + r->names[i]) + ") ELSE COALESCE(CAST(" + g +
+                   ".v AS pg_catalog.float8), 0::float8) END AS " + ti);
+  }
+  return "SELECT " + Join(cols, ", ") + " FROM " + std::string(r->only ? "ONLY " : "") + r->table + " t" + joins;
+}
+
+// Constants: no tangents.
+std::string ValuesTangent(const Pass &p, const Rel &rel) { return ValuesForward(p, rel); }
+std::string FunctionTangent(const Pass &p, const Rel &rel) { return FunctionForward(p, rel); }
+
 }  // namespace
 
 extern const OpRule kScanOp;
 const OpRule kScanOp{
-    "scan", NoRanks, ScanNotNull, ScanActivity, ScanForward, ScanReverse, RegionOf::None,
+    "scan", NoRanks, ScanNotNull, ScanActivity, ScanForward, ScanReverse, RegionOf::None, ScanTangent,
 };
 
 extern const OpRule kValuesOp;
 const OpRule kValuesOp{
-    "values", NoRanks, None, None, ValuesForward, NoReverse, RegionOf::None,
+    "values", NoRanks, None, None, ValuesForward, NoReverse, RegionOf::None, ValuesTangent,
 };
 
 extern const OpRule kFunctionOp;
 const OpRule kFunctionOp{
-    "function", NoRanks, None, None, FunctionForward, NoReverse, RegionOf::None,
+    "function", NoRanks, None, None, FunctionForward, NoReverse, RegionOf::None, FunctionTangent,
 };
 
 }  // namespace ddx::core

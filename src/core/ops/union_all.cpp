@@ -61,11 +61,32 @@ void UnionReverse(Pass &p, const Rel &rel, Steps &) {
   }
 }
 
+// Forward mode: each branch's tangents (0 from a branch whose column does
+// not depend on a parameter).
+std::string UnionTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  const std::vector<bool> &act = p.active.at(r);
+  std::vector<std::string> branches;
+  for (size_t b = 0; b < r->inputs.size(); b++) {
+    const std::vector<bool> &in = p.active.at(r->inputs[b].get());
+    std::vector<std::string> cols{std::to_string(b) + " AS br", "rid AS srid"};
+    for (size_t k = 0; k < r->cols.size(); k++)
+      cols.push_back("CAST(" + C(k) + " AS " + r->cols[k].sql + ") AS " + C(k));
+    for (size_t k = 0; k < r->cols.size(); k++)
+      if (act[k])
+        cols.push_back(
+            (in[k] ? "t" + std::to_string(k) : "CASE WHEN " + C(k) + " IS NULL THEN NULL ELSE 0::float8 END") +
+            " AS t" + std::to_string(k));
+    branches.push_back("SELECT " + Join(cols, ", ") + " FROM " + p.F(r->inputs[b].get()));
+  }
+  return "SELECT row_number() OVER () AS rid, u.* FROM (" + Join(branches, " UNION ALL ") + ") u";
+}
+
 }  // namespace
 
 extern const OpRule kUnionAllOp;
 const OpRule kUnionAllOp{
-    "union all", UnionRanks, UnionNotNull, UnionActivity, UnionForward, UnionReverse, RegionOf::None,
+    "union all", UnionRanks, UnionNotNull, UnionActivity, UnionForward, UnionReverse, RegionOf::None, UnionTangent,
 };
 
 }  // namespace ddx::core

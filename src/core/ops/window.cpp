@@ -160,11 +160,62 @@ void WindowReverse(Pass &p, const Rel &rel, Steps &s) {
       "m" + std::to_string(p.id.at(r)));
 }
 
+// Forward mode: the same frame over the tangents (of the rows whose
+// argument is not NULL), lag and lead of the tangents. (min and max over a
+// frame are not differentiated in forward mode yet.)
+std::string WindowTangent(const Pass &p, const Rel &rel) {
+  const Rel *r = &rel;
+  const Region &reg = p.regions.at(r);
+  Resolver res = p.Inside(reg);
+  const std::vector<bool> &in_act = p.active.at(r->inputs[0].get()), &act = p.active.at(r);
+  int n = static_cast<int>(reg.item.cols.size());
+  std::vector<std::string> inner;
+  for (int k = 0; k < n; k++) inner.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
+  for (int k = 0; k < n; k++)
+    if (in_act[k]) inner.push_back(p.TangentSql(reg, reg.item.cols[k]) + " AS t" + std::to_string(k));
+  // the tangent of input column j: NULL where its value is
+  auto tan = [&](int j) {
+    return "CASE WHEN i." + C(j) + " IS NULL THEN NULL ELSE " + (in_act[j] ? "i.t" + std::to_string(j) : "0::float8") +
+           " END";
+  };
+  std::string frame = FrameSql(r->frame);
+  std::vector<std::string> cols{"row_number() OVER () AS rid"}, tans;
+  for (int k = 0; k < n; k++) {
+    cols.push_back("i." + C(k));
+    if (in_act[k]) cols.push_back("i.t" + std::to_string(k));
+  }
+  for (size_t k = 0; k < r->wins.size(); k++) {
+    const WinCall &w = r->wins[k];
+    std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg), v, o = std::to_string(n + static_cast<int>(k));
+    AggFlow flow = FlowOf(w.fn);
+    if (flow == AggFlow::Shifted)
+      v = w.fn + "(" + arg + ", " + w.offset + (w.dflt >= 0 ? ", i." + C(w.dflt) : "") + ") OVER w";
+    else if (flow == AggFlow::Rank)
+      v = w.fn + "() OVER w";
+    else
+      v = w.fn + "(" + arg + ") OVER (w " + frame + ")";
+    cols.push_back(v + " AS c" + o);
+    if (!act[n + k]) continue;
+    if (flow == AggFlow::Linear)
+      tans.push_back(w.fn + "(" + tan(w.arg) + ") OVER (w " + frame + ") AS t" + o);
+    else if (flow == AggFlow::Shifted)
+      tans.push_back(w.fn + "(" + (w.arg >= 0 ? tan(w.arg) : std::string("0::float8")) + ", " + w.offset +
+                     (w.dflt >= 0 ? ", " + tan(w.dflt) : "") + ") OVER w AS t" + o);
+    else
+      throw Error(sqlstate::kFeatureNotSupported, "window function " + w.fn + "() in forward mode",
+                  "jvp does not yet differentiate min and max over a window frame.",
+                  "Use grad or vjp (reverse mode), or an aggregate's min/max.");
+  }
+  cols.insert(cols.end(), tans.begin(), tans.end());
+  return "SELECT " + Join(cols, ", ") + " FROM (SELECT " + Join(inner, ", ") + " FROM " + p.FromWhere(reg) +
+         ") i WINDOW w AS (" + WindowSpec(r, "i.") + ")";
+}
+
 }  // namespace
 
 extern const OpRule kWindowOp;
 const OpRule kWindowOp{
-    "window", WindowRanks, WindowNotNull, WindowActivity, WindowForward, WindowReverse, RegionOf::Input,
+    "window", WindowRanks, WindowNotNull, WindowActivity, WindowForward, WindowReverse, RegionOf::Input, WindowTangent,
 };
 
 }  // namespace ddx::core
