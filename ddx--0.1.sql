@@ -24,6 +24,13 @@ CREATE FUNCTION vjp("any", "any", "any") RETURNS float8
 -- column's tangent beside it, and each call by its row's tangent.
 CREATE FUNCTION jvp("any", VARIADIC text[]) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- What the output relation of jvp becomes: its rows and their tangents, from
+-- the tangent query (run as a program: planner settings, kept plan, the
+-- caller's privileges and snapshot). Not for direct use.
+CREATE FUNCTION ddx_jvp_rows(text) RETURNS SETOF record
+  AS 'MODULE_PATHNAME', 'ddx_jvp_rows' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_jvp_rows(text, VARIADIC "any") RETURNS SETOF record
+  AS 'MODULE_PATHNAME', 'ddx_jvp_rows' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- What jvp becomes: its row's tangent column, as it is.
 CREATE FUNCTION ddx_jvp_at(float8) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_stop_gradient' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -104,7 +104,7 @@ eval "$(scripts/pg.sh env)"
 
 note "PyTorch oracle tests"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt; do
+  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt test_jvp:jvp; do
     out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
     echo "$out"
     tag=${t##*:}

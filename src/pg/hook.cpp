@@ -69,6 +69,8 @@ struct DdxOids {
   Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
   Oid jvp;             // jvp(out.col, VARIADIC text[]): forward mode
   Oid jvp_at;          // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
+  Oid jvp_rows;        // ddx_jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
+  Oid jvp_rows_params;
   Oid stop[2];
 };
 DdxOids oids;
@@ -108,6 +110,9 @@ bool LookupOids() {
       o.grad_at_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 6, atp, true);
       Oid jv[2] = {ANYOID, TEXTARRAYOID};
       o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
+      Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};
+      o.jvp_rows = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 1, t1, true);
+      o.jvp_rows_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 2, t2, true);
       o.jvp_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_at"))), 1, f8, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
@@ -645,13 +650,37 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
       throw;
     }
     Query *sub = AnalyzeTangentSql(sql, extern_params);
+    std::vector<JvpOut> outs;  // (resolved before the entry changes: no C++ exception inside PgCall)
+    for (size_t j : group) outs.push_back(ResolveJvpOut(calls[j]));
+    int owner = -1;
+    CommonTableExpr *out_cte = rte->rtekind == RTE_CTE ? CteOf(first.stack, out.level, rte, owner) : nullptr;
     PgCall([&] {
-      if (rte->rtekind == RTE_CTE) {
-        int owner = -1;
-        CteOf(first.stack, out.level, rte, owner)->cterefcount--;
+      if (out_cte) out_cte->cterefcount--;
+      // the output's range table entry becomes ddx_jvp_rows(query, params ...)
+      // AS (its columns, their tangents)
+      Const *text = makeConst(TEXTOID, -1, InvalidOid, -1, CStringGetTextDatum(sql.c_str()), false, false);
+      List *args = list_make1(text);
+      for (Param *p : extern_params) args = lappend(args, copyObjectImpl(p));
+      FuncExpr *call = makeFuncExpr(extern_params.empty() ? oids.jvp_rows : oids.jvp_rows_params, RECORDOID, args,
+                                    InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+      call->funcretset = true;
+      RangeTblFunction *fn = makeNode(RangeTblFunction);
+      fn->funcexpr = (Node *)call;
+      ListCell *tl;
+      int k = 0;
+      foreach (tl, sub->targetList) {
+        TargetEntry *te = lfirst_node(TargetEntry, tl);
+        if (te->resjunk) continue;
+        fn->funccolnames = lappend(fn->funccolnames, makeString(psprintf("c%d", k++)));
+        fn->funccoltypes = lappend_oid(fn->funccoltypes, exprType((Node *)te->expr));
+        fn->funccoltypmods = lappend_int(fn->funccoltypmods, exprTypmod((Node *)te->expr));
+        fn->funccolcollations = lappend_oid(fn->funccolcollations, exprCollation((Node *)te->expr));
       }
-      rte->rtekind = RTE_SUBQUERY;
-      rte->subquery = sub;
+      fn->funccolcount = k;
+      rte->rtekind = RTE_FUNCTION;
+      rte->functions = list_make1(fn);
+      rte->funcordinality = false;
+      rte->subquery = NULL;
       rte->security_barrier = false;
       rte->relid = InvalidOid;
       rte->relkind = 0;
@@ -674,9 +703,9 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
       for (size_t j = 0; j < ncols; j++)
         names = lappend(names, makeString(psprintf("jvp_%d", static_cast<int>(j + 1))));
       rte->eref->colnames = names;
-      for (size_t j : group) {
-        JvpOut o = ResolveJvpOut(calls[j]);
-        FuncExpr *fe = calls[j].fe;
+      for (size_t g = 0; g < group.size(); g++) {
+        const JvpOut &o = outs[g];
+        FuncExpr *fe = calls[group[g]].fe;
         fe->funcid = oids.jvp_at;
         fe->funcresulttype = FLOAT8OID;
         fe->funcretset = false;

@@ -43,8 +43,11 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
 #include "storage/itemptr.h"
 
 #include "utils/builtins.h"
@@ -54,10 +57,12 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(ddx_grad);
 PG_FUNCTION_INFO_V1(ddx_grad_at);
 PG_FUNCTION_INFO_V1(ddx_stop_gradient);
+PG_FUNCTION_INFO_V1(ddx_jvp_rows);
 }
 
 namespace {
@@ -193,8 +198,9 @@ int ExecuteProgram(const char *sql, const ExecResult *p) {
 
 // Runs the program with the parameters in `out`; fills `out` with its
 // gradients (a hash allocated in `owner`) and the loss's value.
-void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+// The settings a program runs under (see the comments); returns the GUC
+// nest level to restore with AtEOXact_GUC.
+int ProgramSettings() {
   int nest = NewGUCNestLevel();
   (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                           false);
@@ -230,6 +236,12 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   // generic plan is planned once and kept.
   (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                           false);
+  return nest;
+}
+
+void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+  int nest = ProgramSettings();
   int rc = ExecuteProgram(sql, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
@@ -292,8 +304,8 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
 
 // The statement parameters of this call (arguments 6 ...), copied into
 // `owner` as `r`'s.
-void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r) {
-  int n = PG_NARGS() - 5;
+void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = 5) {
+  int n = PG_NARGS() - first;
   r->nparams = n;
   if (n <= 0) return;
   MemoryContext old = MemoryContextSwitchTo(owner);
@@ -303,11 +315,12 @@ void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r) {
   r->typlens = (int16 *)palloc(sizeof(int16) * n);
   r->typbyvals = (bool *)palloc(sizeof(bool) * n);
   for (int i = 0; i < n; i++) {
-    r->types[i] = get_fn_expr_argtype(fcinfo->flinfo, 5 + i);
+    r->types[i] = get_fn_expr_argtype(fcinfo->flinfo, first + i);
     if (!OidIsValid(r->types[i])) elog(ERROR, "ddx: could not determine the type of parameter %d", i + 1);
     get_typlenbyval(r->types[i], &r->typlens[i], &r->typbyvals[i]);
-    r->nulls[i] = PG_ARGISNULL(5 + i) ? 'n' : ' ';
-    r->values[i] = PG_ARGISNULL(5 + i) ? (Datum)0 : datumCopy(PG_GETARG_DATUM(5 + i), r->typbyvals[i], r->typlens[i]);
+    r->nulls[i] = PG_ARGISNULL(first + i) ? 'n' : ' ';
+    r->values[i] =
+        PG_ARGISNULL(first + i) ? (Datum)0 : datumCopy(PG_GETARG_DATUM(first + i), r->typbyvals[i], r->typlens[i]);
   }
   MemoryContextSwitchTo(old);
 }
@@ -381,6 +394,47 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
 }
 
 Datum ddx_stop_gradient(PG_FUNCTION_ARGS) { PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0)); }
+
+// ddx_jvp_rows(query [, p1, ...]): the rows of jvp's tangent query (an
+// output relation's rows with their tangents), which the hook puts in place
+// of the output's range table entry. It runs as a program does: one
+// read-only SPI statement under the caller's snapshot, prepared once per
+// session, with the programs' planner settings. (Planned inside the user's
+// statement instead, its chain of CTEs, without statistics, made the
+// default planner nest loops over them: the GPT's jvp took minutes.)
+Datum ddx_jvp_rows(PG_FUNCTION_ARGS) {
+  ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+  if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize) || !rsinfo->expectedDesc)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("ddx_jvp_rows must be called in FROM")));
+  char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  ExecResult params;
+  memset(&params, 0, sizeof params);
+  MemoryContext per_query = rsinfo->econtext->ecxt_per_query_memory;
+  TakeParams(fcinfo, per_query, &params, 1);
+  MemoryContext old = MemoryContextSwitchTo(per_query);
+  TupleDesc desc = CreateTupleDescCopy(rsinfo->expectedDesc);
+  Tuplestorestate *store = tuplestore_begin_heap(true, false, work_mem);
+  MemoryContextSwitchTo(old);
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+  int nest = ProgramSettings();
+  int rc = ExecuteProgram(sql, &params);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: jvp query failed: %s", SPI_result_code_string(rc));
+  AtEOXact_GUC(true, nest);
+  if (SPI_tuptable->tupdesc->natts != desc->natts) elog(ERROR, "ddx: jvp query returned an unexpected row type");
+  Datum *values = (Datum *)palloc(sizeof(Datum) * Max(desc->natts, 1));
+  bool *nulls = (bool *)palloc(sizeof(bool) * Max(desc->natts, 1));
+  for (uint64 i = 0; i < SPI_processed; i++) {
+    heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+    old = MemoryContextSwitchTo(per_query);
+    tuplestore_putvalues(store, desc, values, nulls);
+    MemoryContextSwitchTo(old);
+  }
+  SPI_finish();
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = desc;
+  PG_RETURN_NULL();
+}
 
 }  // extern "C"
 

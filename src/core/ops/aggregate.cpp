@@ -189,7 +189,7 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
   const Region &reg = p.regions.at(r);
   Resolver res = p.Inside(reg);
   const std::vector<bool> &act = p.active.at(r);
-  std::vector<std::string> inner, keys, by, cols{r->nkeys > 0 ? "row_number() OVER () AS rid" : "1::bigint AS rid"};
+  std::vector<std::string> inner, keys, by, cols;
   for (int k = 0; k < r->nkeys; k++) {
     inner.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
     by.push_back(p.Sql(reg.item.cols[k], res));
@@ -222,7 +222,7 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
       tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(i.ta" + ks + ") AS t" + o);
     } else if (flow == AggFlow::Attained) {
       inner.push_back(a.fn + "(" + x + ") OVER (" + part + ") AS m" + ks);
-      tans.push_back("avg(i.ta" + ks + ") FILTER (WHERE i.a" + ks + " = i.m" + ks + ") AS t" + o);
+      tans.push_back("avg(CASE WHEN i.a" + ks + " = i.m" + ks + " THEN i.ta" + ks + " END) AS t" + o);
     } else {
       throw Error(sqlstate::kFeatureNotSupported, "aggregate " + a.fn + " has no derivative rule",
                   "A tangent reaches an aggregate that ddx does not differentiate.",

@@ -69,7 +69,7 @@ std::string UnionTangent(const Pass &p, const Rel &rel) {
   std::vector<std::string> branches;
   for (size_t b = 0; b < r->inputs.size(); b++) {
     const std::vector<bool> &in = p.active.at(r->inputs[b].get());
-    std::vector<std::string> cols{std::to_string(b) + " AS br", "rid AS srid"};
+    std::vector<std::string> cols;
     for (size_t k = 0; k < r->cols.size(); k++)
       cols.push_back("CAST(" + C(k) + " AS " + r->cols[k].sql + ") AS " + C(k));
     for (size_t k = 0; k < r->cols.size(); k++)
@@ -79,7 +79,7 @@ std::string UnionTangent(const Pass &p, const Rel &rel) {
             " AS t" + std::to_string(k));
     branches.push_back("SELECT " + Join(cols, ", ") + " FROM " + p.F(r->inputs[b].get()));
   }
-  return "SELECT row_number() OVER () AS rid, u.* FROM (" + Join(branches, " UNION ALL ") + ") u";
+  return "SELECT u.* FROM (" + Join(branches, " UNION ALL ") + ") u";
 }
 
 }  // namespace
