@@ -24,6 +24,13 @@ CREATE FUNCTION vjp("any", "any", "any") RETURNS float8
 -- column's tangent beside it, and each call by its row's tangent.
 CREATE FUNCTION jvp("any", VARIADIC text[]) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- hvp(loss, t.col, 'w.val', 'tw' [, 'b.val', 'tb' ...]): (H v) at t.col of
+-- this row, H the Hessian of the loss in the listed parameters and v the
+-- tangent relations (shaped as for jvp): the gradient of the loss's jvp.
+-- Rewritten like grad.
+CREATE FUNCTION hvp("any", "any", VARIADIC text[]) RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- What the output relation of jvp becomes: its rows and their tangents, from
 -- the tangent query (run as a program: planner settings, kept plan, the
 -- caller's privileges and snapshot). Not for direct use.
@@ -163,9 +170,10 @@ COMMENT ON SCHEMA _ddx IS 'ddx: training runs, their log and optimizer state';
 GRANT USAGE ON SCHEMA _ddx TO PUBLIC;
 
 -- A tangent relation of jvp with two rows for one parameter row, refused
--- where the query jvp's hook writes reads it. (VOLATILE: an immutable call
--- of constants would be evaluated while planning, whether read or not.)
-CREATE FUNCTION _ddx.tangent_duplicate(param text) RETURNS float8 LANGUAGE plpgsql VOLATILE AS $$
+-- where the query jvp's hook writes reads it. (STABLE: an immutable call of
+-- constants would be evaluated while planning, whether read or not; a
+-- volatile one would keep hvp from differentiating the query that reads it.)
+CREATE FUNCTION _ddx.tangent_duplicate(param text) RETURNS float8 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RAISE EXCEPTION 'the tangent relation of % has two rows for one parameter row', param
     USING ERRCODE = '21000', HINT = 'A tangent relation has one row per key of the parameter table.';

@@ -7,7 +7,9 @@ table, beside the loss query itself, in one session.
 For each workload, medians of `repeats` interleaved runs (ms): the loss query
 under PostgreSQL's default plan and with nested loops off (a user can have
 either: the best is the denominator), and the statement SELECT jvp(loss, ...)
-(its tangent query, the loss's values included). Workloads: the MLP and the
+(its tangent query, the loss's values included), and one statement with
+H·v of every parameter table (hvp, one gradient program of the jvp query).
+Workloads: the MLP and the
 causal attention of bench.py, and the GPT of examples/gpt at the reference
 demo's size (1 layer, 2 heads, 16 channels, context 16, batch 4).
 """
@@ -36,13 +38,18 @@ def row(cur, name, ctes_or_loss, params, gpt=False):
     if gpt:
         fwd = ctes_or_loss
         jvp = f"SELECT jvp(q.avg, {args}) FROM ({ctes_or_loss}) q"
+        ctes = f"loss AS ({ctes_or_loss})"
     else:
         fwd = f"WITH {ctes_or_loss} SELECT l FROM loss"
         jvp = f"WITH {ctes_or_loss} SELECT jvp(q.l, {args}) FROM loss q"
-    qs = ["RESET enable_nestloop; " + fwd, "SET enable_nestloop = off; " + fwd, "RESET enable_nestloop; " + jvp]
-    d, nl, j = round_robin(cur, qs, REPEATS)
+        ctes = ctes_or_loss
+    hs = [f"h{i} AS (SELECT sum(hvp('loss', t.val, {args})) AS h FROM {p} t)" for i, p in enumerate(params)]
+    hvp = f"WITH {ctes}, " + ", ".join(hs) + " SELECT " + " + ".join(f"(SELECT h FROM h{i})" for i in range(len(hs)))
+    qs = ["RESET enable_nestloop; " + fwd, "SET enable_nestloop = off; " + fwd, "RESET enable_nestloop; " + jvp,
+          "RESET enable_nestloop; " + hvp]
+    d, nl, j, h = round_robin(cur, qs, REPEATS)
     best = min(d, nl)
-    print(f"{name:<42} {d:9.0f} {nl:9.0f} {j:9.0f} {j / best:7.2f} {j / d:9.2f}", flush=True)
+    print(f"{name:<42} {d:9.0f} {nl:9.0f} {j:9.0f} {j / best:7.2f} {j / d:9.2f} {h:9.0f} {h / best:7.2f}", flush=True)
 
 
 def tangents(names_shapes):
@@ -61,7 +68,8 @@ def main():
     conn.autocommit = True
     cur = conn.cursor()
     print(f"median of {REPEATS} interleaved runs, ms; ratio = jvp statement / the loss query's best plan")
-    print(f"{'workload':<42} {'default':>9} {'nl off':>9} {'jvp':>9} {'ratio':>7} {'/default':>9}")
+    print(f"{'workload':<42} {'default':>9} {'nl off':>9} {'jvp':>9} {'ratio':>7} {'/default':>9} {'hvp':>9} "
+          f"{'ratio':>7}")
 
     X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
     ps = [("w1", W1), ("b1", b1), ("w2", W2), ("b2", b2)]

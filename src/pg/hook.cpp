@@ -68,6 +68,7 @@ struct DdxOids {
   Oid grad_at;
   Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
   Oid jvp;             // jvp(out.col, VARIADIC text[]): forward mode
+  Oid hvp;             // hvp(loss, t.col, VARIADIC text[]): H·v, the gradient of a jvp
   Oid jvp_at;          // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
   Oid jvp_rows;        // ddx_jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
   Oid jvp_rows_params;
@@ -113,6 +114,8 @@ bool LookupOids() {
       Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};
       o.jvp_rows = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 1, t1, true);
       o.jvp_rows_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 2, t2, true);
+      Oid hv[3] = {ANYOID, ANYOID, TEXTARRAYOID};
+      o.hvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("hvp"))), 3, hv, true);
       o.jvp_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_at"))), 1, f8, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
@@ -141,7 +144,7 @@ Query *InnerQuery(Query *q) {
 bool IsDdxCall(Node *node) {
   if (!IsA(node, FuncExpr)) return false;
   Oid f = castNode(FuncExpr, node)->funcid;
-  return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value || f == oids.jvp));
+  return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value || f == oids.jvp || f == oids.hvp));
 }
 
 bool ContainsGrad(Node *node, void *ctx) {
@@ -159,6 +162,7 @@ struct GradCall {
   FuncExpr *fe;
   bool vjp = false;            // vjp(out, cotangent, t.col); else grad(loss, t.col)
   bool value = false;          // ddx_value(loss): the loss itself, no parameter
+  bool hvp = false;            // hvp(loss, t.col, 'w.val', 'tw', ...): (H·tangents) at t.col
   std::vector<Query *> stack;  // outermost first; back() holds the call
   // resolved
   Var *param = nullptr;  // as written
@@ -199,6 +203,7 @@ bool Collect(Node *node, Collector *c) {
     call.fe = castNode(FuncExpr, node);
     call.vjp = call.fe->funcid == oids.vjp;
     call.value = call.fe->funcid == oids.value;
+    call.hvp = call.fe->funcid == oids.hvp;
     call.stack = c->stack;
     c->calls.push_back(call);
     return false;
@@ -268,7 +273,10 @@ struct NamedRel {
 struct LossRef {
   NamedRel out, cot;
   bool vjp = false;
-  bool operator==(const LossRef &o) const { return vjp == o.vjp && out == o.out && (!vjp || cot == o.cot); }
+  std::vector<std::string> hvp;  // hvp's (parameter, tangent relation) pairs: the loss is the jvp of `out`
+  bool operator==(const LossRef &o) const {
+    return vjp == o.vjp && out == o.out && (!vjp || cot == o.cot) && hvp == o.hvp;
+  }
 };
 
 NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool allow_sublink) {
@@ -370,15 +378,16 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
 // tangents, and each call by that row's tangent column: forward mode runs as
 // the statement runs, in its plan and snapshot, with no program of its own.
 
-// The string arguments of a jvp call: (parameter, tangent relation) pairs.
-std::vector<std::string> JvpTexts(const JvpCall &call) {
+// The string arguments of a jvp or hvp call from argument `argno` on:
+// (parameter, tangent relation) pairs.
+std::vector<std::string> TextPairs(FuncExpr *fe, int argno) {
   auto fail = [&] {
     throw Error(sqlstate::kInvalidParameterValue, "the parameters and tangents of jvp must be string literals",
                 "jvp takes a column of a relation in the FROM list, then pairs of a parameter column and its tangent "
                 "relation.",
-                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", call.fe->location);
+                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", fe->location);
   };
-  Node *arr = StripRelabel((Node *)lsecond(call.fe->args));
+  Node *arr = StripRelabel((Node *)list_nth(fe->args, argno));
   std::vector<std::string> out;
   if (!arr || !IsA(arr, ArrayExpr)) fail();
   ListCell *lc;
@@ -391,7 +400,7 @@ std::vector<std::string> JvpTexts(const JvpCall &call) {
   if (out.empty() || out.size() % 2)
     throw Error(sqlstate::kInvalidParameterValue, "jvp needs pairs of a parameter column and its tangent relation",
                 std::to_string(out.size()) + " string argument(s) given.",
-                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", call.fe->location);
+                "Write jvp(o.v, 'w.val', 'tangent_of_w' [, 'b.val', 'tangent_of_b' ...]).", fe->location);
   return out;
 }
 
@@ -414,7 +423,7 @@ std::vector<std::string> RelColumnNames(Oid relid) {
 }
 
 // A parameter 'table.column' (or 'schema.table.column') of jvp.
-ParamTarget JvpParam(const JvpCall &call, const std::string &spec) {
+ParamTarget JvpParam(FuncExpr *fe, const std::string &spec) {
   struct Found {
     Oid relid;
     char relkind;
@@ -437,18 +446,95 @@ ParamTarget JvpParam(const JvpCall &call, const std::string &spec) {
   });
   if (!f.att)
     throw Error(sqlstate::kInvalidParameterValue, "parameter \"" + spec + "\" of jvp is not of the form table.column",
-                "", "Write 'table.column' or 'schema.table.column'.", call.fe->location);
+                "", "Write 'table.column' or 'schema.table.column'.", fe->location);
   if (!OidIsValid(f.relid) || (f.relkind != RELKIND_RELATION && f.relkind != RELKIND_PARTITIONED_TABLE))
     throw Error(sqlstate::kUndefinedTable, "table of parameter \"" + spec + "\" of jvp does not exist", "",
-                "Name a table (ordinary, temporary, unlogged or partitioned) and one of its columns.",
-                call.fe->location);
+                "Name a table (ordinary, temporary, unlogged or partitioned) and one of its columns.", fe->location);
   if (!OidIsValid(f.type))
     throw Error(sqlstate::kUndefinedColumn, "parameter column \"" + spec + "\" of jvp does not exist", "", "",
-                call.fe->location);
+                fe->location);
   if (f.type != FLOAT8OID && f.type != FLOAT4OID)
     throw Error(sqlstate::kDatatypeMismatch, "parameter column \"" + spec + "\" of jvp is not float8 or float4",
-                "Derivatives are taken along float8 or float4 columns.", "", call.fe->location);
+                "Derivatives are taken along float8 or float4 columns.", "", fe->location);
   return ParamTarget{f.relid, f.att};
+}
+
+// The parameters that pairs (parameter, tangent relation) name.
+std::vector<ParamTarget> PairParams(FuncExpr *fe, const std::vector<std::string> &texts) {
+  std::vector<ParamTarget> params;
+  for (size_t k = 0; k < texts.size(); k += 2) {
+    ParamTarget p = JvpParam(fe, texts[k]);
+    for (const auto &x : params)
+      if (x.relid == p.relid && x.attname == p.attname)
+        throw Error(sqlstate::kInvalidParameterValue, "parameter \"" + texts[k] + "\" is given twice to jvp", "", "",
+                    fe->location);
+    params.push_back(p);
+  }
+  return params;
+}
+
+// The tangent relations of pairs: CTEs visible from `level` of `stack`, or
+// tables or views, translated with no parameter (a tangent is a constant of
+// the derivative), each with its value column and its keys.
+std::vector<Tangent> PairTangents(FuncExpr *fe, const std::vector<Query *> &stack, int level,
+                                  std::vector<Scope> &scopes, const std::vector<std::string> &texts,
+                                  const std::vector<ParamTarget> &params, const std::vector<Oid> &stop_oids) {
+  // The tangent relations: of no parameter (a tangent is a constant of the derivative).
+  Translator tt({}, stop_oids);
+  std::vector<Tangent> tangents(params.size());
+  for (size_t k = 0; k < params.size(); k++) {
+    NamedRel t;
+    std::vector<std::string> names;
+    const std::string &tname = texts[2 * k + 1];
+    for (int l = level; l >= 0 && !t.cte; l--) {
+      ListCell *lc;
+      foreach (lc, stack[l]->cteList) {
+        auto *cte = lfirst_node(CommonTableExpr, lc);
+        if (tname == cte->ctename) t.cte = cte, t.owner_level = l;
+      }
+    }
+    if (t.cte) {
+      tangents[k].rel = tt.TranslateCte(t.cte, &scopes[t.owner_level]);
+      ListCell *lc;
+      foreach (lc, t.cte->ctecolnames) names.push_back(strVal(lfirst(lc)));
+    } else {
+      Oid relid = PgCall([&] {
+        return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(tname.c_str())), AccessShareLock,
+                                true);
+      });
+      if (!OidIsValid(relid))
+        throw Error(sqlstate::kUndefinedTable, "tangent relation \"" + tname + "\" does not exist",
+                    "It is neither a CTE visible where the call stands nor a table or view.", "", fe->location);
+      char kind = PgCall([&] { return get_rel_relkind(relid); });
+      tangents[k].rel = kind == RELKIND_VIEW ? tt.TranslateView(relid) : tt.TranslateTable(relid);
+      names = RelColumnNames(relid);
+    }
+    if (!tt.ExternParams().empty())
+      throw Error(sqlstate::kFeatureNotSupported, "tangent relation \"" + tname + "\" reads statement parameters", "",
+                  "Compute the tangents into a table or a CTE of constants.", fe->location);
+    for (size_t c = 0; c < names.size(); c++) {
+      if (names[c] == params[k].attname) {
+        tangents[k].value = static_cast<int>(c);
+        continue;
+      }
+      bool key = PgCall([&] { return get_attnum(params[k].relid, names[c].c_str()) != InvalidAttrNumber; });
+      if (!key)
+        throw Error(sqlstate::kUndefinedColumn,
+                    "column \"" + names[c] + "\" of tangent relation \"" + tname +
+                        "\" is not a column of the "
+                        "parameter's table",
+                    "A tangent relation has the parameter table's key columns and the tangent, under the "
+                    "parameter column's name.",
+                    "", fe->location);
+      tangents[k].keys.push_back(
+          {static_cast<int>(c), Str(PgCall([&] { return quote_identifier(names[c].c_str()); }))});
+    }
+    if (tangents[k].value < 0)
+      throw Error(
+          sqlstate::kUndefinedColumn, "tangent relation \"" + tname + "\" has no column \"" + params[k].attname + "\"",
+          "The tangent of parameter " + texts[2 * k] + " is the column of the parameter's name.", "", fe->location);
+  }
+  return tangents;
 }
 
 // Where the output of a jvp call is: its query, range table entry, column.
@@ -545,13 +631,13 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
     if (done[i]) continue;
     const JvpCall &first = calls[i];
     JvpOut out = ResolveJvpOut(first);
-    std::vector<std::string> texts = JvpTexts(first);
+    std::vector<std::string> texts = TextPairs(first.fe, 1);
     std::vector<size_t> group;
     for (size_t j = i; j < calls.size(); j++) {
       if (done[j]) continue;
       JvpOut o = ResolveJvpOut(calls[j]);
       if (calls[j].stack[o.level] != first.stack[out.level] || o.rtindex != out.rtindex) continue;
-      if (JvpTexts(calls[j]) != texts)
+      if (TextPairs(calls[j].fe, 1) != texts)
         throw Error(sqlstate::kFeatureNotSupported, "jvp calls on one relation name different tangents",
                     "Every jvp call on one reference to a relation must name the same parameters and tangents.",
                     "Reference the relation twice in the FROM list, once per set of tangents.", calls[j].fe->location);
@@ -566,15 +652,7 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
     std::vector<Param *> extern_params;
     size_t ncols = 0;
     try {
-      std::vector<ParamTarget> params;
-      for (size_t k = 0; k < texts.size(); k += 2) {
-        ParamTarget p = JvpParam(first, texts[k]);
-        for (const auto &x : params)
-          if (x.relid == p.relid && x.attname == p.attname)
-            throw Error(sqlstate::kInvalidParameterValue, "parameter \"" + texts[k] + "\" is given twice to jvp", "",
-                        "", first.fe->location);
-        params.push_back(p);
-      }
+      std::vector<ParamTarget> params = PairParams(first.fe, texts);
       Translator tr(params, stop_oids);
       RelP rel;
       if (rte->rtekind == RTE_CTE) {
@@ -585,63 +663,7 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
         rel = tr.TranslateQuery(rte->subquery, &scopes[out.level]);
       else
         rel = tr.TranslateView(rte->relid);
-      // The tangent relations: of no parameter (a tangent is a constant of the derivative).
-      Translator tt({}, stop_oids);
-      std::vector<Tangent> tangents(params.size());
-      for (size_t k = 0; k < params.size(); k++) {
-        NamedRel t;
-        std::vector<std::string> names;
-        const std::string &tname = texts[2 * k + 1];
-        for (int level = out.level; level >= 0 && !t.cte; level--) {
-          ListCell *lc;
-          foreach (lc, first.stack[level]->cteList) {
-            auto *cte = lfirst_node(CommonTableExpr, lc);
-            if (tname == cte->ctename) t.cte = cte, t.owner_level = level;
-          }
-        }
-        if (t.cte) {
-          tangents[k].rel = tt.TranslateCte(t.cte, &scopes[t.owner_level]);
-          ListCell *lc;
-          foreach (lc, t.cte->ctecolnames) names.push_back(strVal(lfirst(lc)));
-        } else {
-          Oid relid = PgCall([&] {
-            return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(tname.c_str())), AccessShareLock,
-                                    true);
-          });
-          if (!OidIsValid(relid))
-            throw Error(sqlstate::kUndefinedTable, "tangent relation \"" + tname + "\" does not exist",
-                        "It is neither a CTE visible where the call stands nor a table or view.", "",
-                        first.fe->location);
-          char kind = PgCall([&] { return get_rel_relkind(relid); });
-          tangents[k].rel = kind == RELKIND_VIEW ? tt.TranslateView(relid) : tt.TranslateTable(relid);
-          names = RelColumnNames(relid);
-        }
-        if (!tt.ExternParams().empty())
-          throw Error(sqlstate::kFeatureNotSupported, "tangent relation \"" + tname + "\" reads statement parameters",
-                      "", "Compute the tangents into a table or a CTE of constants.", first.fe->location);
-        for (size_t c = 0; c < names.size(); c++) {
-          if (names[c] == params[k].attname) {
-            tangents[k].value = static_cast<int>(c);
-            continue;
-          }
-          bool key = PgCall([&] { return get_attnum(params[k].relid, names[c].c_str()) != InvalidAttrNumber; });
-          if (!key)
-            throw Error(sqlstate::kUndefinedColumn,
-                        "column \"" + names[c] + "\" of tangent relation \"" + tname +
-                            "\" is not a column of the "
-                            "parameter's table",
-                        "A tangent relation has the parameter table's key columns and the tangent, under the "
-                        "parameter column's name.",
-                        "", first.fe->location);
-          tangents[k].keys.push_back(
-              {static_cast<int>(c), Str(PgCall([&] { return quote_identifier(names[c].c_str()); }))});
-        }
-        if (tangents[k].value < 0)
-          throw Error(sqlstate::kUndefinedColumn,
-                      "tangent relation \"" + tname + "\" has no column \"" + params[k].attname + "\"",
-                      "The tangent of parameter " + texts[2 * k] + " is the column of the parameter's name.", "",
-                      first.fe->location);
-      }
+      std::vector<Tangent> tangents = PairTangents(first.fe, first.stack, out.level, scopes, texts, params, stop_oids);
       sql = BuildTangentSql(rel, tangents);
       extern_params = tr.ExternParams();
       ncols = rel->cols.size();
@@ -729,6 +751,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
   for (GradCall &call : c.calls) {
     if (!call.value) ResolveParam(call);
     LossRef ref = ResolveLoss(call);
+    if (call.hvp) ref.hvp = TextPairs(call.fe, 2);
     size_t g = 0;
     while (g < losses.size() && !(losses[g] == ref)) g++;
     if (g == losses.size()) {
@@ -762,8 +785,35 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
         if (OidIsValid(r.view)) return tr.TranslateView(r.view);
         return tr.TranslateQuery(castNode(Query, r.sublink->subselect), &scopes.back());
       };
-      RelP loss = translate(ref.out);
-      if (ref.vjp) loss = VjpLoss(loss, ColumnNames(ref.out), translate(ref.cot), ColumnNames(ref.cot));
+      RelP loss;
+      if (!ref.hvp.empty()) {
+        // H·v: the loss's jvp along the tangents (forward mode, as SQL), then
+        // that query's tangent column differentiated as a loss (reverse mode).
+        std::vector<ParamTarget> tparams = PairParams(first->fe, ref.hvp);
+        Translator tf(tparams, stop_oids);
+        RelP fwd = ref.out.cte ? tf.TranslateCte(ref.out.cte, &scopes[ref.out.owner_level])
+                   : OidIsValid(ref.out.view)
+                       ? tf.TranslateView(ref.out.view)
+                       : tf.TranslateQuery(castNode(Query, ref.out.sublink->subselect), &scopes.back());
+        if (fwd->cols.size() != 1 || !fwd->cols[0].differentiable)
+          throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number");
+        std::vector<Tangent> tangents = PairTangents(first->fe, first->stack, static_cast<int>(first->stack.size()) - 1,
+                                                     scopes, ref.hvp, tparams, stop_oids);
+        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents), tf.ExternParams());
+        RelP rel = tr.TranslateQuery(sub, nullptr);  // (c0, t0): the loss and its tangent
+        auto t0 = std::make_shared<ddx::Expr>();
+        t0->kind = ExprKind::Col;
+        t0->col = 1;
+        t0->type = rel->cols.at(1);
+        loss = std::make_shared<Rel>();
+        loss->kind = RelKind::Project;
+        loss->inputs = {rel};
+        loss->exprs = {t0};
+        loss->cols = {rel->cols[1]};
+      } else {
+        loss = translate(ref.out);
+        if (ref.vjp) loss = VjpLoss(loss, ColumnNames(ref.out), translate(ref.cot), ColumnNames(ref.cot));
+      }
       if (loss->cols.size() != 1 || !loss->cols[0].differentiable)
         throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number",
                     loss->cols.size() != 1 ? "The loss has " + std::to_string(loss->cols.size()) + " columns."

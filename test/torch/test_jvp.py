@@ -2,7 +2,9 @@
 """Forward mode against PyTorch (float64): jvp of an MLP's logits, of causal
 attention (GROUP BY and window spellings of its softmax) and of the 1-layer
 GPT's loss, each along random tangents of every parameter table, against
-torch.autograd.functional.jvp of the same model fed the same tables."""
+torch.autograd.functional.jvp of the same model fed the same tables; and
+H·v (hvp) of the MLP's and the GPT's loss against
+torch.autograd.functional.hvp."""
 import base64
 import math
 import os
@@ -64,6 +66,17 @@ def mlp():
         lambda *p: torch.nn.functional.cross_entropy(logits(*p), torch.tensor(lab)), primals,
         tuple(torch.tensor(a) for a in T))
     check("2-layer MLP: jvp of the loss", np.array(float(loss[0][0])), want.numpy())
+    # H·v of the loss in all four tables along the same tangents
+    _, hv = torch.autograd.functional.hvp(
+        lambda *p: torch.nn.functional.cross_entropy(logits(*p), torch.tensor(lab)), primals,
+        tuple(torch.tensor(a) for a in T))
+    for name, keys, want in (("w1", ["i", "j"], hv[0]), ("b1", ["j"], hv[1]), ("w2", ["i", "j"], hv[2]),
+                             ("b2", ["j"], hv[3])):
+        got = np.zeros(want.shape)
+        for r in psql(f"WITH {tm.MLP_SQL} SELECT {', '.join('p.' + k for k in keys)}, hvp('loss', p.val, {args}) "
+                      f"FROM {name} p"):
+            got[tuple(int(x) for x in r[:-1])] = float(r[-1])
+        check(f"2-layer MLP: H·v of the loss ({name})", got, want.numpy())
 
 
 def attention():
@@ -118,6 +131,16 @@ def gpt():
     args = ", ".join(f"'gpt.{n}.val', 't_{n}'" for n in names)
     got = psql(f"SELECT jvp(q.avg, {args}) FROM ({loss}) q")
     check("GPT 1 layer: jvp of the loss (20 tangents)", np.array(float(got[0][0])), want.numpy())
+    _, hv = torch.autograd.functional.hvp(lambda *ts: tg.forward(dict(zip(names, ts)), tok, tgt, L, H),
+                                          tuple(p[n] for n in names), tuple(tans[n] for n in names))
+    worst_got, worst_want = [], []
+    for n, want_n in zip(names, hv):
+        keys = tg.SHAPES[n]
+        ours = tg.table(n, f"WITH loss AS ({loss}) SELECT {', '.join('p.' + k for k in keys)}, "
+                           f"hvp('loss', p.val, {args}) FROM gpt.{n} p")
+        worst_got.append(ours.ravel())
+        worst_want.append(want_n.numpy().ravel())
+    check("GPT 1 layer: H·v of the loss (20 tables)", np.concatenate(worst_got), np.concatenate(worst_want))
 
 
 def main():
