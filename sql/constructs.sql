@@ -91,7 +91,8 @@ CREATE TABLE wl (f int, val float8);
 INSERT INTO wl VALUES (1, 0.5), (7, -1.0);
 WITH loss AS (SELECT sum(ln(wl.val) * x.val) AS l FROM wl JOIN x ON x.f = wl.f)
 SELECT f, grad('loss', wl.val) FROM wl ORDER BY f;
--- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each)
+-- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each); a tie
+-- of LEAST(min, 1) goes to its last argument, the constant (0 to val = 1)
 CREATE TABLE tie (val float8);
 INSERT INTO tie VALUES (3), (3), (1);
 WITH loss AS (SELECT max(val) AS l FROM tie) SELECT val, grad('loss', val) FROM tie ORDER BY val, 2;

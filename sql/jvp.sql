@@ -71,6 +71,10 @@ UNION ALL SELECT 'scalar', 0, jvp(sc.m, 'ja.val', 'jta') FROM sc
 ORDER BY 1, 2;
 SELECT q.g, jvp(q.t, 'ja.val', 'jta') AS d FROM (SELECT g, sum(val * val) AS t FROM ja GROUP BY g) q ORDER BY q.g;
 
+-- ReLU written GREATEST(x, 0): tangent 0 at the tie (k = 1: 0.5 - 0.5 = 0), as in reverse mode.
+WITH o AS (SELECT k, greatest(val - 0.5, 0) AS v FROM jw)
+SELECT k, jvp(o.v, 'jw.val', 'jtw') + 0 AS d FROM o ORDER BY k;  -- (+ 0: -0 is 0)
+
 -- 6. Tangent relations: a CTE; NULL values have NULL tangents; a tangent
 -- relation with two rows for one key is refused when it is read.
 UPDATE ja SET val = NULL WHERE k = 5;

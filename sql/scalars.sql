@@ -37,6 +37,10 @@ WITH loss AS (SELECT power(val, 1) AS l FROM z) SELECT grad('loss', val) FROM z;
 WITH loss AS (SELECT power(2, val) AS l FROM z) SELECT round(grad('loss', val)::numeric, 12) FROM z;  -- ln 2
 WITH loss AS (SELECT power(val, val + 1) AS l FROM z) SELECT grad('loss', val) FROM z; -- 1
 WITH loss AS (SELECT abs(val) AS l FROM z) SELECT grad('loss', val) FROM z;           -- 0
+-- GREATEST/LEAST at a tie: the last attaining argument takes the derivative
+WITH loss AS (SELECT greatest(val, 0) AS l FROM z) SELECT grad('loss', val) FROM z;   -- 0: ReLU at 0, as PyTorch
+WITH loss AS (SELECT greatest(0, val) AS l FROM z) SELECT grad('loss', val) FROM z;   -- 1
+WITH loss AS (SELECT least(val, 0) AS l FROM z) SELECT grad('loss', val) FROM z;      -- 0
 UPDATE z SET val = 1;
 WITH loss AS (SELECT asin(val) AS l FROM z) SELECT grad('loss', val) FROM z;          -- +Infinity
 -- log is base 10, ln natural

@@ -89,13 +89,15 @@ const Rule kCast{"cast", 1, [](const Args &a, const std::string &type) { return 
                  [](size_t, const Args &, const std::string &) { return std::string("1"); }};
 const Rule kStop{"stop_gradient", 1, [](const Args &a, const std::string &) { return a[0]; }, nullptr};
 
-// GREATEST/LEAST ignore NULLs; tied arguments share the gradient evenly, as
-// torch.maximum does.
+// GREATEST/LEAST ignore NULLs. At a tie the last argument that attains the
+// value takes the derivative (GREATEST(a, b): a's only where a > b, b's at
+// a = b), as the reference system does: ReLU written GREATEST(x, 0) has
+// derivative 0 at 0, as PyTorch's and JAX's relu. (MIN and MAX aggregates
+// still share ties evenly.) Both modes read this partial.
 std::string ExtremumPartial(size_t i, const Args &a, const std::string &y) {
-  std::string ties;
-  for (size_t k = 0; k < a.size(); k++)
-    ties += (k ? " + " : "") + std::string("(CASE WHEN ") + a[k] + " = " + y + " THEN 1 ELSE 0 END)";
-  return "(CASE WHEN " + a[i] + " = " + y + " THEN 1::float8 / (" + ties + ") ELSE 0::float8 END)";
+  std::string later;
+  for (size_t k = i + 1; k < a.size(); k++) later += " AND (" + a[k] + " = " + y + ") IS NOT TRUE";
+  return "(CASE WHEN " + a[i] + " = " + y + later + " THEN 1::float8 ELSE 0::float8 END)";
 }
 const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { return EmitCall("GREATEST", a); },
                      ExtremumPartial};
