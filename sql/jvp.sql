@@ -75,6 +75,14 @@ SELECT q.g, jvp(q.t, 'ja.val', 'jta') AS d FROM (SELECT g, sum(val * val) AS t F
 WITH o AS (SELECT k, greatest(val - 0.5, 0) AS v FROM jw)
 SELECT k, jvp(o.v, 'jw.val', 'jtw') + 0 AS d FROM o ORDER BY k;  -- (+ 0: -0 is 0)
 
+-- A LEFT join whose right side is a saved step (an aggregate): missing rows
+-- have NULL values and NULL tangents. Closed form: x.v · t of w's row k + 1.
+WITH agg AS (SELECT k, sum(val) AS s FROM jw GROUP BY k),
+     o AS (SELECT x.s, x.k, x.v * a.s AS v FROM jx x LEFT JOIN agg a ON a.k = x.k + 1)
+SELECT o.s, o.k, jvp(o.v, 'jw.val', 'jtw') IS NOT DISTINCT FROM (SELECT x.v * t.val FROM jx x JOIN jtw t ON t.k = x.k + 1
+                                                               WHERE x.s = o.s AND x.k = o.k) AS matches
+FROM o WHERE o.s = 1 ORDER BY o.k;
+
 -- 6. Tangent relations: a CTE; NULL values have NULL tangents; a tangent
 -- relation with two rows for one key is refused when it is read.
 UPDATE ja SET val = NULL WHERE k = 5;

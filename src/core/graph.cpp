@@ -98,6 +98,23 @@ void Pass::DecideMaterialized() {
     for (const auto &in : x->inputs) n += leaves(in.get());
     return n;
   };
+  // Forward mode also saves a side that computes a costly value (the GPT's
+  // GELU before its down projection): its value and its tangent, whose
+  // partials repeat the value, were computed for every joined row (tanh five
+  // times in each of 65,536 rows, the jvp's largest step) instead of once per
+  // row of the side.
+  std::function<bool(const ExprP &)> has_costly = [&](const ExprP &e) {
+    if (!e) return false;
+    if (Costly(e)) return true;
+    for (const auto &a : e->args)
+      if (has_costly(a)) return true;
+    return false;
+  };
+  auto costly = [&](const Rel *x) {
+    for (const auto &e : Compile(x, true).item.cols)
+      if (has_costly(e)) return true;
+    return false;
+  };
   for (Rel *r : order) {
     if (r->kind != RelKind::Aggregate || r->nkeys == 0) continue;
     // the group keys as columns of the first join below, through projections and filters
@@ -119,7 +136,8 @@ void Pass::DecideMaterialized() {
       if (k >= 0) (k < nl ? left : right) = true;
     if (!left || !right) continue;
     for (const auto &side : x->inputs)
-      if (RowLocal(side.get()) && leaves(side.get()) >= kSavedLeaves) mat.insert(side.get());
+      if (RowLocal(side.get()) && (leaves(side.get()) >= kSavedLeaves || (tangents && costly(side.get()))))
+        mat.insert(side.get());
   }
   mat.insert(loss.get());
   cte.insert(loss.get());

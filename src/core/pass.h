@@ -261,6 +261,12 @@ enum class RegionOf {
   Input,  // a window or an aggregate: its input's region
 };
 
+// A tangent step's rid: only a LEFT join's test for a missing row reads it
+// (non-NULL exactly where the row exists). Not row_number(): hvp
+// differentiates the tangent query, where a row_number() OVER () would be
+// order-sensitive.
+inline constexpr const char *kTangentRid = "1::bigint AS rid";
+
 // One row per operator, like JAX's primitive_jvps / primitive_transposes.
 struct OpRule {
   const char *name;

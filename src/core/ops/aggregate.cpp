@@ -189,7 +189,7 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
   const Region &reg = p.regions.at(r);
   Resolver res = p.Inside(reg);
   const std::vector<bool> &act = p.active.at(r);
-  std::vector<std::string> inner, keys, by, cols;
+  std::vector<std::string> inner, keys, by, cols{kTangentRid};
   for (int k = 0; k < r->nkeys; k++) {
     inner.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
     by.push_back(p.Sql(reg.item.cols[k], res));

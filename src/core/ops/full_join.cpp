@@ -67,7 +67,7 @@ std::string FullJoinTangent(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   int nl = static_cast<int>(r->inputs[0]->cols.size());
   Resolver lr = [nl](int, int col) { return col < nl ? "l." + C(col) : "r." + C(col - nl); };
-  std::vector<std::string> cols;
+  std::vector<std::string> cols{kTangentRid};
   for (size_t k = 0; k < r->cols.size(); k++) cols.push_back(lr(0, static_cast<int>(k)) + " AS " + C(k));
   const std::vector<bool> &act = p.active.at(r);
   for (int k = 0; k < static_cast<int>(r->cols.size()); k++)

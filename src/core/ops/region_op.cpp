@@ -123,7 +123,7 @@ std::string RegionTangent(const Pass &p, const Rel &rel) {
   const Region &reg = p.regions.at(r);
   Resolver res = p.Inside(reg);
   const std::vector<bool> &act = p.active.at(r);
-  std::vector<std::string> cols;
+  std::vector<std::string> cols{kTangentRid};
   for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
   for (size_t k = 0; k < reg.item.cols.size(); k++)
     if (act[k]) cols.push_back(p.TangentSql(reg, reg.item.cols[k]) + " AS t" + std::to_string(k));

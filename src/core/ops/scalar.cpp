@@ -33,7 +33,7 @@ void ScalarReverse(Pass &p, const Rel &rel, Steps &) {
 std::string ScalarTangent(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   std::string in = p.F(r->inputs[0].get());
-  return "SELECT (SELECT s.c0 FROM " + in + " s) AS c0" +
+  return "SELECT " + std::string(kTangentRid) + ", (SELECT s.c0 FROM " + in + " s) AS c0" +
          (p.active.at(r)[0] ? ", (SELECT s.t0 FROM " + in + " s) AS t0" : "");
 }
 

@@ -88,7 +88,7 @@ void NoReverse(Pass &, const Rel &, Steps &) {}
 // relation with two rows for one key is refused when the row is read).
 std::string ScanTangent(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
-  std::vector<std::string> cols;
+  std::vector<std::string> cols{kTangentRid};
   std::string joins;
   for (size_t i = 0; i < r->names.size(); i++) cols.push_back("t." + r->names[i] + " AS " + C(i));
   const std::vector<bool> &act = p.active.at(r);
@@ -120,14 +120,14 @@ std::string ScanTangent(const Pass &p, const Rel &rel) {
   return "SELECT " + Join(cols, ", ") + " FROM " + std::string(r->only ? "ONLY " : "") + r->table + " t" + joins;
 }
 
-// Constants: no tangents (and no rid: no tangent step reads one).
+// Constants: no tangents.
 std::string ValuesTangent(const Pass &p, const Rel &rel) {
   std::string sql = ValuesForward(p, rel);
-  return "SELECT v.*" + sql.substr(sql.find(" FROM (VALUES "));
+  return "SELECT " + std::string(kTangentRid) + ", v.*" + sql.substr(sql.find(" FROM (VALUES "));
 }
 std::string FunctionTangent(const Pass &p, const Rel &rel) {
   std::string sql = FunctionForward(p, rel);
-  return "SELECT fn.c0" + sql.substr(sql.find(" FROM "));
+  return "SELECT " + std::string(kTangentRid) + ", fn.c0" + sql.substr(sql.find(" FROM "));
 }
 
 }  // namespace

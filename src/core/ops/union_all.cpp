@@ -79,7 +79,7 @@ std::string UnionTangent(const Pass &p, const Rel &rel) {
             " AS t" + std::to_string(k));
     branches.push_back("SELECT " + Join(cols, ", ") + " FROM " + p.F(r->inputs[b].get()));
   }
-  return "SELECT u.* FROM (" + Join(branches, " UNION ALL ") + ") u";
+  return "SELECT " + std::string(kTangentRid) + ", u.* FROM (" + Join(branches, " UNION ALL ") + ") u";
 }
 
 }  // namespace

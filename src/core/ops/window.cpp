@@ -179,7 +179,7 @@ std::string WindowTangent(const Pass &p, const Rel &rel) {
            " END";
   };
   std::string frame = FrameSql(r->frame);
-  std::vector<std::string> cols, tans;
+  std::vector<std::string> cols{kTangentRid}, tans;
   for (int k = 0; k < n; k++) {
     cols.push_back("i." + C(k));
     if (in_act[k]) cols.push_back("i.t" + std::to_string(k));
