@@ -83,6 +83,16 @@ SELECT o.s, o.k, jvp(o.v, 'jw.val', 'jtw') IS NOT DISTINCT FROM (SELECT x.v * t.
                                                                WHERE x.s = o.s AND x.k = o.k) AS matches
 FROM o WHERE o.s = 1 ORDER BY o.k;
 
+-- A wide parameter table: two columns of one row, each with its own tangent
+-- relation (keyless: the table has one row). Closed form: d(a·b + a²) =
+-- (b + 2a)·ta + a·tb.
+CREATE TABLE jwide (a float8, b float8);
+INSERT INTO jwide VALUES (1.5, -2.0);
+WITH o AS (SELECT a * b + a * a AS v FROM jwide), ta AS (SELECT 0.3::float8 AS a), tb AS (SELECT -0.7::float8 AS b)
+SELECT round(jvp(o.v, 'jwide.a', 'ta', 'jwide.b', 'tb')::numeric, 12) AS jvp,
+       round(((-2.0 + 2 * 1.5) * 0.3 + 1.5 * -0.7)::numeric, 12) AS closed FROM o;
+DROP TABLE jwide;
+
 -- 6. Tangent relations: a CTE; NULL values have NULL tangents; a tangent
 -- relation with two rows for one key is refused when it is read.
 UPDATE ja SET val = NULL WHERE k = 5;

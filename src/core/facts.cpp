@@ -13,6 +13,26 @@ namespace ddx::core {
 
 std::vector<bool> SameAsInput(const Rel &, const Inputs &in) { return in(0); }
 
+std::vector<bool> NoneOf(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
+
+std::vector<bool> NoRanks(const Rel &r, const Inputs &, const RankCheck &) {
+  return std::vector<bool>(r.cols.size(), false);
+}
+
+std::vector<bool> JoinedRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
+  std::vector<bool> rk = in(0);
+  rk.insert(rk.end(), in(1).begin(), in(1).end());
+  check.walk(r.cond, rk, true);
+  return rk;
+}
+
+std::vector<bool> JoinedActivity(const Rel &r, const Inputs &in) {
+  std::vector<bool> act(r.cols.size(), false);
+  const auto &l = in(0), &rr = in(1);
+  for (size_t i = 0; i < act.size(); i++) act[i] = i < l.size() ? l[i] : rr[i - l.size()];
+  return act;
+}
+
 std::vector<bool> PassRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
   std::vector<bool> rk = in(0);
   check.walk(r.cond, rk, true);

@@ -294,6 +294,14 @@ std::string SublinkSql(const Pass &p, const ExprP &e, const Resolver &res);
 // and ranks so (a condition may compare them).
 std::vector<bool> SameAsInput(const Rel &r, const Inputs &in);
 std::vector<bool> PassRanks(const Rel &r, const Inputs &in, const RankCheck &check);
+// No column is a rank, cannot be NULL, carries gradient (constants, a
+// scalar subquery's value, a FULL join's NOT NULL).
+std::vector<bool> NoneOf(const Rel &r, const Inputs &in);
+std::vector<bool> NoRanks(const Rel &r, const Inputs &in, const RankCheck &check);
+// A join's columns: the left input's, then the right's (its condition may
+// compare ranks).
+std::vector<bool> JoinedRanks(const Rel &r, const Inputs &in, const RankCheck &check);
+std::vector<bool> JoinedActivity(const Rel &r, const Inputs &in);
 // Columns that a strict comparison in `cond` reads: not NULL where it held.
 void Compared(const ExprP &cond, std::vector<bool> &v);
 

@@ -12,22 +12,6 @@
 namespace ddx::core {
 namespace {
 
-std::vector<bool> FullJoinRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
-  std::vector<bool> rk = in(0);
-  rk.insert(rk.end(), in(1).begin(), in(1).end());
-  check.walk(r.cond, rk, true);
-  return rk;
-}
-
-std::vector<bool> FullJoinNotNull(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
-
-std::vector<bool> FullJoinActivity(const Rel &r, const Inputs &in) {
-  std::vector<bool> act(r.cols.size(), false);
-  const auto &l = in(0), &rr = in(1);
-  for (size_t i = 0; i < act.size(); i++) act[i] = i < l.size() ? l[i] : rr[i - l.size()];
-  return act;
-}
-
 std::string FullJoinForward(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   std::string sql;
@@ -82,8 +66,7 @@ std::string FullJoinTangent(const Pass &p, const Rel &rel) {
 
 extern const OpRule kFullJoinOp;
 const OpRule kFullJoinOp{
-    "full join",     FullJoinRanks,   FullJoinNotNull, FullJoinActivity,
-    FullJoinForward, FullJoinReverse, RegionOf::None,  FullJoinTangent,
+    "full join", JoinedRanks, NoneOf, JoinedActivity, FullJoinForward, FullJoinReverse, RegionOf::None, FullJoinTangent,
 };
 
 }  // namespace ddx::core

@@ -10,12 +10,6 @@
 namespace ddx::core {
 namespace {
 
-std::vector<bool> LimitRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
-  std::vector<bool> rk = in(0);
-  check.walk(r.cond, rk, true);
-  return rk;
-}
-
 std::string LimitForward(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   std::string sql;
@@ -41,7 +35,7 @@ std::string LimitTangent(const Pass &p, const Rel &rel) { return LimitForward(p,
 
 extern const OpRule kLimitOp;
 const OpRule kLimitOp{
-    "limit", LimitRanks, SameAsInput, SameAsInput, LimitForward, LimitReverse, RegionOf::None, LimitTangent,
+    "limit", PassRanks, SameAsInput, SameAsInput, LimitForward, LimitReverse, RegionOf::None, LimitTangent,
 };
 
 }  // namespace ddx::core

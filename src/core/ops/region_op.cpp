@@ -52,13 +52,6 @@ std::vector<bool> FilterNotNull(const Rel &r, const Inputs &in) {
   return nn;
 }
 
-std::vector<bool> JoinRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
-  std::vector<bool> rk = in(0);
-  rk.insert(rk.end(), in(1).begin(), in(1).end());
-  check.walk(r.cond, rk, true);
-  return rk;
-}
-
 std::vector<bool> JoinNotNull(const Rel &r, const Inputs &in) {
   std::vector<bool> nn = in(0);
   if (r.join == JoinKind::Inner) {
@@ -68,13 +61,6 @@ std::vector<bool> JoinNotNull(const Rel &r, const Inputs &in) {
     nn.resize(r.cols.size(), false);
   }
   return nn;
-}
-
-std::vector<bool> JoinActivity(const Rel &r, const Inputs &in) {
-  std::vector<bool> act(r.cols.size(), false);
-  const auto &l = in(0), &rr = in(1);
-  for (size_t i = 0; i < act.size(); i++) act[i] = i < l.size() ? l[i] : rr[i - l.size()];
-  return act;
 }
 
 std::string RegionForward(const Pass &p, const Rel &rel) {
@@ -145,7 +131,7 @@ const OpRule kFilterOp{
 
 extern const OpRule kJoinOp;
 const OpRule kJoinOp{
-    "join", JoinRanks, JoinNotNull, JoinActivity, RegionForward, RegionReverse, RegionOf::Self, RegionTangent,
+    "join", JoinedRanks, JoinNotNull, JoinedActivity, RegionForward, RegionReverse, RegionOf::Self, RegionTangent,
 };
 
 }  // namespace ddx::core

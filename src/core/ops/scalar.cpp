@@ -10,14 +10,6 @@
 namespace ddx::core {
 namespace {
 
-std::vector<bool> ScalarRanks(const Rel &r, const Inputs &in, const RankCheck &check) {
-  std::vector<bool> rk = in(0);
-  check.walk(r.cond, rk, true);
-  return rk;
-}
-
-std::vector<bool> ScalarNotNull(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
-
 std::string ScalarForward(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   return "SELECT 1::bigint AS rid, (SELECT s.c0 FROM " + p.F(r->inputs[0].get()) + " s) AS c0";
@@ -41,8 +33,7 @@ std::string ScalarTangent(const Pass &p, const Rel &rel) {
 
 extern const OpRule kScalarOp;
 const OpRule kScalarOp{
-    "scalar subquery", ScalarRanks,   ScalarNotNull,  SameAsInput,
-    ScalarForward,     ScalarReverse, RegionOf::None, ScalarTangent,
+    "scalar subquery", PassRanks, NoneOf, SameAsInput, ScalarForward, ScalarReverse, RegionOf::None, ScalarTangent,
 };
 
 }  // namespace ddx::core

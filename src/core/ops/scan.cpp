@@ -11,11 +11,6 @@
 namespace ddx::core {
 namespace {
 
-std::vector<bool> None(const Rel &r, const Inputs &) { return std::vector<bool>(r.cols.size(), false); }
-std::vector<bool> NoRanks(const Rel &r, const Inputs &, const RankCheck &) {
-  return std::vector<bool>(r.cols.size(), false);
-}
-
 std::vector<bool> ScanNotNull(const Rel &r, const Inputs &) {
   std::vector<bool> nn(r.cols.size(), false);
   for (size_t i = 0; i < nn.size() && i < r.notnull.size(); i++) nn[i] = r.notnull[i];
@@ -56,7 +51,8 @@ void ScanReverse(Pass &p, const Rel &rel, Steps &s) {
                                    " AS g FROM " + p.F(r) + " f JOIN " + p.B(r) + " b ON b.rid = f.rid");
 }
 
-std::string ValuesForward(const Pass &p, const Rel &rel) {
+// The rows of VALUES (a set-returning function), with `rid` first.
+std::string ValuesRows(const Pass &p, const Rel &rel, const std::string &rid) {
   const Rel *r = &rel;
   Resolver none = [](int, int) -> std::string { Internal("column reference in a constant"); };
   std::string sql;
@@ -67,17 +63,18 @@ std::string ValuesForward(const Pass &p, const Rel &rel) {
     rows.push_back("(" + Join(v, ", ") + ")");
   }
   for (size_t i = 0; i < r->cols.size(); i++) names.push_back(C(i));
-  sql =
-      "SELECT row_number() OVER () AS rid, v.* FROM (VALUES " + Join(rows, ", ") + ") AS v(" + Join(names, ", ") + ")";
+  sql = "SELECT " + rid + ", v.* FROM (VALUES " + Join(rows, ", ") + ") AS v(" + Join(names, ", ") + ")";
   return sql;
 }
 
-std::string FunctionForward(const Pass &p, const Rel &rel) {
-  const Rel *r = &rel;
+std::string FunctionRows(const Pass &p, const Rel &rel, const std::string &rid) {
   Resolver none = [](int, int) -> std::string { Internal("column reference in a constant"); };
-  std::string sql;
-  sql = "SELECT row_number() OVER () AS rid, fn.c0 FROM " + p.Sql(r->exprs[0], none) + " AS fn(c0)";
-  return sql;
+  return "SELECT " + rid + ", fn.c0 FROM " + p.Sql(rel.exprs[0], none) + " AS fn(c0)";
+}
+
+std::string ValuesForward(const Pass &p, const Rel &rel) { return ValuesRows(p, rel, "row_number() OVER () AS rid"); }
+std::string FunctionForward(const Pass &p, const Rel &rel) {
+  return FunctionRows(p, rel, "row_number() OVER () AS rid");
 }
 
 // Constants: nothing to pass on.
@@ -121,14 +118,8 @@ std::string ScanTangent(const Pass &p, const Rel &rel) {
 }
 
 // Constants: no tangents.
-std::string ValuesTangent(const Pass &p, const Rel &rel) {
-  std::string sql = ValuesForward(p, rel);
-  return "SELECT " + std::string(kTangentRid) + ", v.*" + sql.substr(sql.find(" FROM (VALUES "));
-}
-std::string FunctionTangent(const Pass &p, const Rel &rel) {
-  std::string sql = FunctionForward(p, rel);
-  return "SELECT " + std::string(kTangentRid) + ", fn.c0" + sql.substr(sql.find(" FROM "));
-}
+std::string ValuesTangent(const Pass &p, const Rel &rel) { return ValuesRows(p, rel, kTangentRid); }
+std::string FunctionTangent(const Pass &p, const Rel &rel) { return FunctionRows(p, rel, kTangentRid); }
 
 }  // namespace
 
@@ -139,12 +130,12 @@ const OpRule kScanOp{
 
 extern const OpRule kValuesOp;
 const OpRule kValuesOp{
-    "values", NoRanks, None, None, ValuesForward, NoReverse, RegionOf::None, ValuesTangent,
+    "values", NoRanks, NoneOf, NoneOf, ValuesForward, NoReverse, RegionOf::None, ValuesTangent,
 };
 
 extern const OpRule kFunctionOp;
 const OpRule kFunctionOp{
-    "function", NoRanks, None, None, FunctionForward, NoReverse, RegionOf::None, FunctionTangent,
+    "function", NoRanks, NoneOf, NoneOf, FunctionForward, NoReverse, RegionOf::None, FunctionTangent,
 };
 
 }  // namespace ddx::core
