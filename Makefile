@@ -7,7 +7,7 @@ PGFILEDESC = "ddx - differentiable SQL"
 # The core: every file of src/core and src/core/ops (one per operator).
 CORE_SRCS = $(sort $(wildcard $(srcdir)/src/core/*.cpp $(srcdir)/src/core/ops/*.cpp))
 OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS)) \
-       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o
+       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o src/pg/attained.o
 
 PG_CPPFLAGS = -I$(srcdir)/include
 # -MMD -MP: each object's header dependencies (x.d beside x.o), included below,

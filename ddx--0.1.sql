@@ -179,6 +179,21 @@ BEGIN
     USING ERRCODE = '21000', HINT = 'A tangent relation has one row per key of the parameter table.';
 END $$;
 
+-- The tangent of max(x) and min(x) over a window frame (jvp): the average
+-- of t over the rows of the frame that attain it (src/pg/attained.cpp).
+CREATE FUNCTION _ddx.max_tangent_step(internal, anyelement, float8) RETURNS internal
+  AS 'MODULE_PATHNAME', 'ddx_max_tangent_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION _ddx.min_tangent_step(internal, anyelement, float8) RETURNS internal
+  AS 'MODULE_PATHNAME', 'ddx_min_tangent_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION _ddx.attained_tangent_final(internal) RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_attained_tangent_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE _ddx.max_tangent(anyelement, float8) (
+  SFUNC = _ddx.max_tangent_step, STYPE = internal, FINALFUNC = _ddx.attained_tangent_final,
+  FINALFUNC_MODIFY = READ_ONLY, PARALLEL = SAFE);
+CREATE AGGREGATE _ddx.min_tangent(anyelement, float8) (
+  SFUNC = _ddx.min_tangent_step, STYPE = internal, FINALFUNC = _ddx.attained_tangent_final,
+  FINALFUNC_MODIFY = READ_ONLY, PARALLEL = SAFE);
+
 -- A training run: a name, an optimizer and a step count. Its state rows are
 -- keyed by id in the state tables; its log by name.
 CREATE TABLE _ddx.run (

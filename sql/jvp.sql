@@ -60,6 +60,18 @@ FROM agg a ORDER BY g;
 WITH win AS (SELECT k, sum(val) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS rs,
                     lag(val, 1, 0.0) OVER (ORDER BY k) AS prev FROM ja)
 SELECT k, jvp(w.rs, 'ja.val', 'jta') AS d_running, jvp(w.prev, 'ja.val', 'jta') AS d_lag FROM win w ORDER BY k;
+-- max and min over a frame: the tangent of the frame's row that attains it,
+-- averaged over a tie (closed forms: values 2, 5, 5, -1, 3; tangents 1, 10,
+-- 20, 100, 1000). A ROWS frame, a partition's running min (RANGE, the
+-- default frame), and a RANGE frame with offsets (which reverse mode refuses).
+WITH win AS (SELECT k, max(val) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS mx2,
+                    min(val) OVER (PARTITION BY g ORDER BY k) AS run_min,
+                    max(val) OVER (ORDER BY k RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS mx_range,
+                    min(val) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) AS mn_ex
+             FROM ja)
+SELECT k, jvp(w.mx2, 'ja.val', 'jta') AS d_max2, jvp(w.run_min, 'ja.val', 'jta') AS d_run_min,
+       jvp(w.mx_range, 'ja.val', 'jta') AS d_max_range, jvp(w.mn_ex, 'ja.val', 'jta') AS d_min_excl
+FROM win w ORDER BY k;
 
 -- 5. UNION ALL, LIMIT and a scalar subquery; a subquery in FROM.
 WITH u AS (SELECT k, 2 * val AS v FROM ja WHERE g = 1 UNION ALL SELECT k, val * val FROM ja WHERE g = 2),
@@ -123,8 +135,8 @@ SELECT jvp(o.v, 'jw.val', 'bad') FROM o;
 \echo :LAST_ERROR_SQLSTATE
 WITH o AS (SELECT k, val AS v FROM jw) SELECT jvp(o.v, 'jw.nope', 'jtw') FROM o;
 \echo :LAST_ERROR_SQLSTATE
-WITH o AS (SELECT k, val AS v FROM jw), m AS (SELECT k, max(v) OVER (ORDER BY k) AS mv FROM o)
-SELECT jvp(m.mv, 'jw.val', 'jtw') FROM m;
+WITH o AS (SELECT k, val AS v FROM jw), m AS (SELECT sum(mv * mv) AS l FROM (SELECT max(v) OVER (ORDER BY k) AS mv FROM o) q)
+SELECT hvp('m', w.val, 'jw.val', 'jtw') FROM jw w;
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY default
 

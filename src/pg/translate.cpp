@@ -947,6 +947,11 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
     for (WindowFunc *f : funcs) {
       if (f->winref != wc->winref) continue;
       FuncInfo fi = Func(f->winfnoid);
+      if (fi.qualified == "_ddx.max_tangent" || fi.qualified == "_ddx.min_tangent")  // hvp's jvp query
+        Refuse("hvp through min or max over a window frame",
+               "hvp differentiates the loss's jvp query in reverse mode, which does not take the tangent of a "
+               "window min/max.",
+               "Use jvp or grad, or an aggregate's min/max.");
       bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
       const AggRule *rule = FindAggRule(fi.name);
       bool known = builtin && rule && (f->winagg ? rule->aggregate : !rule->aggregate);

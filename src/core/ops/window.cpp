@@ -161,8 +161,9 @@ void WindowReverse(Pass &p, const Rel &rel, Steps &s) {
 }
 
 // Forward mode: the same frame over the tangents (of the rows whose
-// argument is not NULL), lag and lead of the tangents. (min and max over a
-// frame are not differentiated in forward mode yet.)
+// argument is not NULL), lag and lead of the tangents; min and max average
+// the tangents of the frame's rows that attain them (_ddx.max_tangent,
+// src/pg/attained.cpp), as the reverse shares a cotangent among them.
 std::string WindowTangent(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   const Region &reg = p.regions.at(r);
@@ -201,10 +202,11 @@ std::string WindowTangent(const Pass &p, const Rel &rel) {
     else if (flow == AggFlow::Shifted)
       tans.push_back(w.fn + "(" + (w.arg >= 0 ? tan(w.arg) : std::string("0::float8")) + ", " + w.offset +
                      (w.dflt >= 0 ? ", " + tan(w.dflt) : "") + ") OVER w AS t" + o);
+    else if (flow == AggFlow::Attained)  // the tangents of the frame's rows that attain it, averaged
+      tans.push_back("_ddx." + w.fn + "_tangent(i." + C(w.arg) + ", " + tan(w.arg) + ") OVER (w " + frame + ") AS t" +
+                     o);
     else
-      throw Error(sqlstate::kFeatureNotSupported, "window function " + w.fn + "() in forward mode",
-                  "jvp does not yet differentiate min and max over a window frame.",
-                  "Use grad or vjp (reverse mode), or an aggregate's min/max.");
+      Internal("window call " + w.fn + " carries a tangent");
   }
   cols.insert(cols.end(), tans.begin(), tans.end());
   return "SELECT " + Join(cols, ", ") + " FROM (SELECT " + Join(inner, ", ") + " FROM " + p.FromWhere(reg) +
