@@ -112,6 +112,8 @@ SELECT check_grad($$SELECT sum(v) FROM (SELECT w.val AS v FROM w UNION SELECT w.
 -- ORDER BY ... LIMIT with a total order
 SELECT check_grad($$SELECT sum(t.v) FROM (SELECT w.val * w.val AS v FROM w ORDER BY w.f NULLS FIRST LIMIT 2) t$$);
 SELECT check_grad($$SELECT sum(t.v) FROM (SELECT w.val AS v FROM w ORDER BY w.f DESC LIMIT 2 OFFSET 1) t$$);
+-- OFFSET 0, PostgreSQL's optimization fence: the rows as they are (no order needed)
+SELECT check_grad($$SELECT sum(t.v * t.v) FROM (SELECT x.s, sum(x.val * w.val) AS v FROM x JOIN w ON w.f = x.f GROUP BY x.s OFFSET 0) t$$);
 -- VALUES and set-returning functions in FROM
 SELECT check_grad($$SELECT sum(w.val * v.c) FROM w JOIN (VALUES (1, 2.0::float8), (2, -1.5)) AS v(f, c) ON v.f = w.f$$);
 SELECT check_grad($$SELECT sum(w.val * g) FROM w JOIN generate_series(1, 2) g ON g = w.f$$);

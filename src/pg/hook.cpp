@@ -799,7 +799,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
           throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number");
         std::vector<Tangent> tangents = PairTangents(first->fe, first->stack, static_cast<int>(first->stack.size()) - 1,
                                                      scopes, ref.hvp, tparams, stop_oids);
-        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents), tf.ExternParams());
+        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate), tf.ExternParams());
         RelP rel = tr.TranslateQuery(sub, nullptr);  // (c0, t0): the loss and its tangent
         auto t0 = std::make_shared<ddx::Expr>();
         t0->kind = ExprKind::Col;

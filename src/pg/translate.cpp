@@ -875,6 +875,16 @@ bool IsAggregateName(const std::string &n) {
   return rule && rule->aggregate;
 }
 
+// OFFSET 0 without a LIMIT (PostgreSQL's optimization fence, and how jvp's
+// tangent query fences its steps): the rows as they are.
+bool IdentityOffset(const Query *q) {
+  auto null_or_absent = [](Node *n) { return !n || (IsA(n, Const) && castNode(Const, n)->constisnull); };
+  if (!null_or_absent(q->limitCount) || q->limitOption != LIMIT_OPTION_COUNT) return false;
+  Node *o = q->limitOffset;
+  return o && IsA(o, Const) && !castNode(Const, o)->constisnull && castNode(Const, o)->consttype == INT8OID &&
+         DatumGetInt64(castNode(Const, o)->constvalue) == 0;
+}
+
 std::string OffsetSql(Node *n) {
   if (!n) return "";
   if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
@@ -1141,7 +1151,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     d->distinct = true;
     rel = d;
   }
-  if (q->limitCount || q->limitOffset) {
+  if ((q->limitCount || q->limitOffset) && !IdentityOffset(q)) {
     RelP l = NewRel(RelKind::Limit);
     l->cols = rel->cols;
     l->inputs = {rel};

@@ -63,7 +63,11 @@ struct Tangent {
 // the tangents (tangents[k] of the scan columns whose Rel::param is k): 0
 // where a column does not depend on a parameter, NULL where its value is
 // NULL. No tape: every relation's step carries tangent columns beside its
-// values. Throws Error (0A000 where forward mode has no rule).
-std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents);
+// values. Throws Error (0A000 where forward mode has no rule). Run: the
+// query jvp runs, its steps fenced for PostgreSQL's planner; Differentiate:
+// the same steps as plain CTE bodies, for hvp to translate back to IR.
+enum class TangentUse { Run, Differentiate };
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents,
+                            TangentUse use = TangentUse::Run);
 
 }  // namespace ddx

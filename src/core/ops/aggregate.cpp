@@ -216,11 +216,15 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
     const ExprP &arg = reg.item.cols[a.arg];
     CheckVolatile(arg);
     std::string x = p.Sql(arg, res);
-    inner.push_back("CASE WHEN (" + x + ") IS NULL THEN NULL ELSE " + p.TangentSql(reg, arg) + " END AS ta" + ks);
+    // The rows whose argument is NULL are not in the aggregate: their
+    // tangents are left out where the aggregate reads the argument's value
+    // beside it (not by computing the argument again inside a CASE).
+    inner.push_back(p.TangentSql(reg, arg) + " AS ta" + ks);
     AggFlow flow = FlowOf(a.fn);
     if (flow == AggFlow::Linear) {
-      tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(i.ta" + ks + ") AS t" + o);
-    } else if (flow == AggFlow::Attained) {
+      tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(CASE WHEN i.a" + ks + " IS NULL THEN NULL ELSE i.ta" +
+                     ks + " END) AS t" + o);
+    } else if (flow == AggFlow::Attained) {  // (a NULL argument never equals the max)
       inner.push_back(a.fn + "(" + x + ") OVER (" + part + ") AS m" + ks);
       tans.push_back("avg(CASE WHEN i.a" + ks + " = i.m" + ks + " THEN i.ta" + ks + " END) AS t" + o);
     } else {
