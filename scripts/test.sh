@@ -117,6 +117,26 @@ else
   echo "python3-torch is not installed: PyTorch oracle tests skipped"
 fi
 
+note "Citus: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source)"
+scripts/citus.sh start >build/citus.log 2>&1
+rc=$?
+if [ $rc -eq 3 ]; then
+  tail -1 build/citus.log
+  echo "Citus tests skipped: its source is not beside the repository (../shared/vendor)"
+elif [ $rc -ne 0 ]; then
+  tail -30 build/citus.log
+  failed=$((failed + 1))
+else
+  tail -1 build/citus.log
+  out=$(eval "$(scripts/citus.sh env)" && /usr/bin/python3 test/citus/test_citus.py 2>&1)
+  echo "$out"
+  p=$(echo "$out" | sed -n 's/^citus: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+  f=$(echo "$out" | sed -n 's/^citus: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-1}))
+fi
+scripts/citus.sh stop
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -253,6 +253,7 @@ void ResolveParam(GradCall &call) {
                 "Gradients are taken with respect to float8 or float4 columns.",
                 "Cast the column's type to double precision, or choose a float column.", call.fe->location);
   }
+  RefuseCitusTable(rte->relid, Str(PgCall([&] { return get_rel_name(rte->relid); })), "the parameter's table");
   call.base_varno = varno;
   call.relid = rte->relid;
   call.attname = Str(PgCall([&] { return get_attname(rte->relid, attno, false); }));
@@ -456,6 +457,7 @@ ParamTarget JvpParam(FuncExpr *fe, const std::string &spec) {
   if (f.type != FLOAT8OID && f.type != FLOAT4OID)
     throw Error(sqlstate::kDatatypeMismatch, "parameter column \"" + spec + "\" of jvp is not float8 or float4",
                 "Derivatives are taken along float8 or float4 columns.", "", fe->location);
+  RefuseCitusTable(f.relid, spec, "the parameter's table of");
   return ParamTarget{f.relid, f.att};
 }
 

@@ -35,6 +35,13 @@ struct Scope {
   const Scope *parent = nullptr;
 };
 
+// The kind of Citus table relid is ("distributed table", "reference table",
+// "table managed by Citus"), or "" (not one, or no Citus).
+std::string CitusTableKind(Oid relid);
+// Throws 0A000 if relid is a Citus table (`role name`: what it is to the
+// statement, for the message).
+void RefuseCitusTable(Oid relid, const std::string &name, const std::string &role);
+
 class Translator {
  public:
   Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids);

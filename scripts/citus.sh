@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Citus for ddx's tests: a coordinator and two workers on this machine.
+#   scripts/citus.sh build | start | stop | env | psql [args...]
+#
+# build: Debian 12 packages no Citus and no other package source can be
+# reached, so Citus 13.2.2 is built from the release source vendored beside
+# the repository (../shared/vendor/citus-13.2.2.tar.xz, or $DDX_VENDOR; see
+# its README), once: skipped when citus.so is installed. Exit status 3 when
+# the source is not there (the tests report Citus as not available).
+# start: three throwaway clusters (ports 54340 coordinator, 54341, 54342),
+# shared_preload_libraries = 'citus,ddx' (Citus first), TCP on localhost
+# with trust (the nodes connect to each other), a database `citus` with both
+# extensions on every node, the workers added to the coordinator. As root,
+# the servers run as the unprivileged user `ddx`, as scripts/pg.sh does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PGBIN=/usr/lib/postgresql/15/bin
+BASE=${DDX_CITUS_DATA:-/tmp/ddx-citus-$(id -u)}
+PORTS=(54340 54341 54342)
+SOCK=/tmp
+RUNAS=()
+DBUSER=$(id -un)
+if [ "$(id -u)" = 0 ]; then
+  id ddx >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ddx
+  RUNAS=(runuser -u ddx --)
+  DBUSER=ddx
+fi
+TARBALL=citus-13.2.2.tar.xz
+SHA256=6ffb1af003e08550f20e34a1544d77d82cf92ed896293d44676e2547d1d3372f
+
+find_source() {
+  for d in "${DDX_VENDOR:-}" "$PWD/../shared/vendor" /work/shared/vendor; do
+    [ -n "$d" ] && [ -f "$d/$TARBALL" ] && { echo "$d/$TARBALL"; return 0; }
+  done
+  return 1
+}
+
+build() {
+  [ -f "$($PG_CONFIG --pkglibdir)/citus.so" ] && return 0
+  local src
+  src=$(find_source) || { echo "Citus source $TARBALL not found (set DDX_VENDOR to its directory)" >&2; exit 3; }
+  echo "$SHA256  $src" | sha256sum -c --quiet - || { echo "checksum mismatch: $src" >&2; exit 1; }
+  local pkgs="libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev make gcc" missing=()
+  for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    local SUDO=
+    [ "$(id -u)" != 0 ] && SUDO=sudo
+    echo "installing: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  local dir
+  dir=$(mktemp -d /tmp/ddx-citus-build.XXXXXX)
+  tar -xJf "$src" -C "$dir"
+  local top
+  top=$(find "$dir" -mindepth 1 -maxdepth 1 -type d | head -1)
+  # PostgreSQL 15.20's commands/dbcommands.h declares have_createdb_privilege(),
+  # which Citus's compat header defines as static inline for servers before 16.
+  # Citus's copy is renamed (the README's one-line fix), before the
+  # "static inline bool" line that opens its definition.
+  sed -i '/^have_createdb_privilege(void)$/i #define have_createdb_privilege citus_have_createdb_privilege' \
+    "$top/src/include/pg_version_compat.h"
+  grep -q '^#define have_createdb_privilege citus_' "$top/src/include/pg_version_compat.h" ||
+    { echo "the compat fix did not apply" >&2; exit 1; }
+  echo "building Citus 13.2.2 (about a minute) in $top"
+  (cd "$top" && ./configure PG_CONFIG=$PG_CONFIG >"$dir/configure.log" 2>&1 &&
+    make -j2 with_llvm=no >"$dir/make.log" 2>&1 && make install with_llvm=no >"$dir/install.log" 2>&1) ||
+    { tail -30 "$dir"/*.log; exit 1; }
+  rm -rf "$dir"
+}
+
+start() {
+  build
+  stop
+  for i in 0 1 2; do
+    local d=$BASE/$i
+    rm -rf "$d"
+    mkdir -p "$d"
+    [ ${#RUNAS[@]} -gt 0 ] && chown -R ddx "$BASE"
+    "${RUNAS[@]}" "$PGBIN/initdb" -D "$d" --auth=trust --no-sync -E UTF8 --locale=C >"$d.initdb.log" 2>&1 ||
+      { cat "$d.initdb.log"; exit 1; }
+    cat >>"$d/postgresql.conf" <<CONF
+port = ${PORTS[$i]}
+listen_addresses = 'localhost'
+unix_socket_directories = '$SOCK'
+shared_preload_libraries = 'citus,ddx'
+fsync = off
+max_connections = 60
+max_prepared_transactions = 60
+CONF
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$d" -l "$d/server.log" -w start >/dev/null
+    PGHOST=$SOCK PGPORT=${PORTS[$i]} PGUSER=$DBUSER psql -X -q -d postgres -v ON_ERROR_STOP=1 \
+      -c "CREATE DATABASE citus" >/dev/null
+    PGHOST=$SOCK PGPORT=${PORTS[$i]} PGUSER=$DBUSER psql -X -q -d citus -v ON_ERROR_STOP=1 \
+      -c "CREATE EXTENSION citus" -c "CREATE EXTENSION ddx" >/dev/null
+  done
+  PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER psql -X -q -d citus -v ON_ERROR_STOP=1 \
+    -c "SELECT citus_set_coordinator_host('localhost', ${PORTS[0]})" \
+    -c "SELECT citus_add_node('localhost', ${PORTS[1]})" \
+    -c "SELECT citus_add_node('localhost', ${PORTS[2]})" >/dev/null
+  echo "Citus running: coordinator PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER dbname=citus, workers ${PORTS[1]} ${PORTS[2]}"
+}
+
+stop() {
+  for i in 0 1 2; do
+    [ -d "$BASE/$i" ] && { "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$BASE/$i" -m immediate -w stop >/dev/null 2>&1 || true; }
+  done
+  return 0
+}
+
+case "${1:-}" in
+  build) build ;;
+  start) start ;;
+  stop) stop ;;
+  env) echo "export PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER PGDATABASE=citus" ;;
+  psql)
+    shift
+    PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER PGDATABASE=citus exec psql "$@"
+    ;;
+  *)
+    echo "usage: $0 build|start|stop|env|psql [args]" >&2
+    exit 2
+    ;;
+esac
