@@ -117,6 +117,49 @@ else
   echo "python3-torch is not installed: PyTorch oracle tests skipped"
 fi
 
+note "again with the contraction node in every query (ddx.contraction = all): pg_regress, soak, PyTorch oracles"
+export PGOPTIONS="-c ddx.contraction=all"
+make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress_node.log | grep -E "^(not ok|test|#)|tests" || true
+p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress_node.log)
+f=$(grep -cE "FAILED|^not ok " build/regress_node.log)
+passed=$((passed + p))
+failed=$((failed + f))
+[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
+echo "$out" | tail -2
+p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt test_jvp:jvp; do
+    out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
+    tag=${t##*:}
+    echo "$out" | tail -1
+    p=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p")
+    f=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-1}))
+  done
+fi
+unset PGOPTIONS
+
+note "again with the contraction node off (ddx.contraction = off): pg_regress, soak"
+export PGOPTIONS="-c ddx.contraction=off"
+make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress_off.log | grep -E "^(not ok|test|#)|tests" || true
+p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress_off.log)
+f=$(grep -cE "FAILED|^not ok " build/regress_off.log)
+passed=$((passed + p))
+failed=$((failed + f))
+[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
+echo "$out" | tail -2
+p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+unset PGOPTIONS
+
 note "Citus: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source)"
 scripts/citus.sh start >build/citus.log 2>&1
 rc=$?

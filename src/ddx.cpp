@@ -1,4 +1,5 @@
 // ddx: differentiable SQL inside PostgreSQL. PG_MODULE_MAGIC and _PG_init only.
+#include "ddx/pg/contraction_node.h"
 #include "ddx/pg/hook.h"
 #include "ddx/pg/runner.h"
 
@@ -13,6 +14,7 @@ PG_MODULE_MAGIC;
 void _PG_init(void) {
   ddx::pg::DefineRunnerSettings();
   ddx::pg::InstallHook();
+  ddx::pg::InstallContraction();
   // Statements parsed before the library was loaded still hold grad() as
   // written; dropping cached plans makes them parse again, through the hook.
   ResetPlanCache();

@@ -236,6 +236,9 @@ int ProgramSettings() {
   // generic plan is planned once and kept.
   (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                           false);
+  // Where ddx.contraction = programs, the contraction node plans the
+  // program's grouped sums of products (src/pg/contraction_node.cpp).
+  (void)set_config_option("ddx.in_program", "on", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
   return nest;
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""The contraction node on and off (ddx.contraction), one session, medians.
+
+    bench/contraction.py [repeats]
+
+For each workload: the forward loss query under PostgreSQL's default plan and
+with nested loops off (node off; the best is the honest denominator), the
+forward with the node (ddx.contraction = all), and the statement with every
+parameter's gradient with the node off and on; the speedups node on / off;
+and, for the matmul, PyTorch's forward+backward (float64, one thread).
+Workloads: the matmul, the 2-layer MLP and causal attention of bench.py.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
+import numpy as np  # noqa: E402
+import psycopg2  # noqa: E402
+import test_models as tm  # noqa: E402
+
+DB = "ddx_bench_contraction"
+REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+
+
+def interleaved(runs, repeats):
+    """Median wall times (ms) of (cursor, sql) pairs run in turn after one
+    warm-up round. Two sessions, one per setting of ddx.contraction, each set
+    once: a changed setting plans cached statements (ddx's programs among
+    them) again, which timing one session that switches would include."""
+    times = [[] for _ in runs]
+    for i in range(repeats + 1):
+        for k, (cur, q) in enumerate(runs):
+            t0 = time.perf_counter()
+            cur.execute(q)
+            cur.fetchall()
+            if i:
+                times[k].append((time.perf_counter() - t0) * 1000)
+    return [statistics.median(t) for t in times]
+
+
+def row(off, on, name, ctes, params, torch_ms=None):
+    forward = f"WITH {ctes} SELECT l FROM loss"
+    grad = f"WITH {ctes} " + " UNION ALL ".join(f"SELECT '{p}' AS t, grad('loss', {p}.val) AS g FROM {p}" for p in params)
+    nl, dflt = "SET enable_nestloop = off; ", "RESET enable_nestloop; "
+    runs = [(off, dflt + forward), (off, nl + forward), (on, dflt + forward), (on, nl + forward), (off, dflt + grad),
+            (on, dflt + grad)]
+    d, nloff, fon_d, fon_nl, goff, gon = interleaved(runs, REPEATS)
+    best, fon = min(d, nloff), min(fon_d, fon_nl)
+    t = f"{torch_ms:9.2f} {(fon + gon) / torch_ms:8.0f}x" if torch_ms else f"{'-':>9} {'-':>9}"
+    print(f"{name:<36} {d:8.0f} {nloff:8.0f} {fon:8.0f} {best / fon:6.1f}x {goff:8.0f} {gon:8.0f} {goff / gon:6.1f}x {t}",
+          flush=True)
+
+
+def main():
+    subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
+                    f"CREATE DATABASE {DB}"], check=True, capture_output=True)
+    tm.psql("CREATE EXTENSION ddx;", db=DB)
+    sessions = []
+    for setting in ("off", "all"):
+        conn = psycopg2.connect(dbname=DB)
+        conn.autocommit = True
+        c = conn.cursor()
+        c.execute(f"SET ddx.contraction = '{setting}'")
+        sessions.append(c)
+    off, on = sessions
+    print(f"median of {REPEATS} interleaved runs, ms; forward speedup = best forward without the node / with it")
+    print(f"{'workload':<36} {'default':>8} {'nl off':>8} {'node':>8} {'fwd':>7} {'grad off':>8} {'grad on':>8} "
+          f"{'grad':>7} {'torch f+b':>9} {'on/torch':>9}")
+    X = np.random.default_rng(1).normal(size=(10000, 16))
+    W = np.random.default_rng(2).normal(size=(16, 8)) / 4
+    tm.psql(tm.matrix("x", X) + tm.matrix("w", W) + "ANALYZE;", db=DB)
+    torch_ms = None
+    try:
+        import torch
+        torch.set_num_threads(1)
+        times = []
+        for _ in range(max(REPEATS, 5)):
+            t0 = time.perf_counter()
+            w = torch.tensor(W, requires_grad=True)
+            (torch.tanh(torch.tensor(X) @ w) ** 2).sum().backward()
+            times.append((time.perf_counter() - t0) * 1000)
+        torch_ms = statistics.median(times)
+    except ImportError:
+        pass
+    row(off, on, "matmul 10000x16 . 16x8 (w)", tm.MATMUL_SQL, ["w"], torch_ms)
+
+    X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
+    tm.psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) +
+            tm.vector("b1", b1) + tm.matrix("w2", W2) + tm.vector("b2", b2) + "ANALYZE;", db=DB)
+    row(off, on, "2-layer MLP, 4096 x 16 -> 32 -> 4", tm.MLP_SQL, ["w1", "b1", "w2", "b2"])
+
+    T, d = 256, 16
+    X, G, Wq, Wk, Wv = tm.attention_data(T, d, 5)
+    tm.psql("DROP TABLE x;" + tm.matrix("x", X) + tm.matrix("tg", G) + tm.matrix("wq", Wq) + tm.matrix("wk", Wk) +
+            tm.matrix("wv", Wv) + "ANALYZE;", db=DB)
+    row(off, on, f"causal attention T={T} d={d}", tm.ATTN_SQL.format(d=d), ["wq", "wk", "wv"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+-- The contraction node (ddx.contraction): a grouped SUM of products over an
+-- equi-join, computed without forming the join's rows. Every answer is
+-- checked against PostgreSQL's own plan of the same query (ddx.contraction =
+-- off): same groups, same NULLs, sums equal to 1e-12 relative.
+SET extra_float_digits = 0;
+CREATE TABLE ca (i int, k int, val float8);
+CREATE TABLE cb (k int8, j text, val float8);
+INSERT INTO ca SELECT i, k, sin(i * 7 + k) FROM generate_series(1, 300) i, generate_series(1, 12) k;
+INSERT INTO ca VALUES (301, 1, NULL), (302, NULL, 1.0), (303, 13, 2.0), (NULL, 2, 0.5);
+INSERT INTO cb SELECT k, 'j' || j, cos(k * 3 + j) FROM generate_series(1, 12) k, generate_series(1, 5) j;
+INSERT INTO cb VALUES (1, 'jnull', NULL), (NULL, 'j1', 4.0), (2, NULL, 0.25), (2, 'j1', 0.125);
+ANALYZE ca, cb;
+
+-- Runs a query (its last column named v, the others its keys) with the node
+-- and without, and compares: the same keys, v equal to 1e-12 relative (only
+-- the order of additions may differ), NULL where PostgreSQL's is NULL.
+-- Says whether the node was in the plan.
+CREATE FUNCTION same_answer(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text; used boolean := false; n_on bigint; n_off bigint; bad bigint;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    used := used OR line LIKE '%ddx contraction%';
+  END LOOP;
+  EXECUTE format('CREATE TEMP TABLE r_on AS SELECT (to_jsonb(q) - ''v'')::text AS key, q.v::float8 AS v FROM (%s) q', q);
+  SET LOCAL ddx.contraction = 'off';
+  EXECUTE format('CREATE TEMP TABLE r_off AS SELECT (to_jsonb(q) - ''v'')::text AS key, q.v::float8 AS v FROM (%s) q', q);
+  SELECT count(*) INTO n_on FROM r_on;
+  SELECT count(*) INTO n_off FROM r_off;
+  SELECT count(*) INTO bad FROM r_on a FULL JOIN r_off b ON a.key = b.key
+  WHERE a.key IS NULL OR b.key IS NULL OR (a.v IS NULL) <> (b.v IS NULL)
+     OR abs(a.v - b.v) > 1e-12 * greatest(abs(a.v), abs(b.v), 1e-300);
+  DROP TABLE r_on, r_off;
+  RETURN format('node %s, %s rows, %s', CASE WHEN used THEN 'used' ELSE 'not used' END, n_on,
+                CASE WHEN n_on = n_off AND bad = 0 THEN 'same' ELSE 'DIFFERENT' END);
+END $$;
+
+-- A matrix product: keys of both sides, a text key, an int4 = int8 join.
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+-- Keys of one side only; no keys (one group); the factors as expressions
+-- of their side; the product written the other way round; two sums.
+SELECT same_answer($$SELECT cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$);
+SELECT same_answer($$SELECT sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k$$);
+SELECT same_answer($$SELECT ca.i, sum(exp(ca.val) * (cb.val + 1)) AS v FROM ca, cb WHERE cb.k = ca.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(cb.val * ca.val) AS v FROM cb JOIN ca ON cb.k = ca.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * ca.val * cb.val) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+-- Two join keys; filters on each side; subqueries and CTEs as inputs.
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k AND ca.i % 5 = cb.k % 5
+                     WHERE ca.i < 200 AND cb.j <> 'j3' GROUP BY ca.i$$);
+SELECT same_answer($$WITH x AS MATERIALIZED (SELECT i, k, val * 2 AS val FROM ca), y AS (SELECT k, j, val FROM cb OFFSET 0)
+                     SELECT x.i, y.j, sum(x.val * y.val) AS v FROM x JOIN y ON x.k = y.k GROUP BY x.i, y.j$$);
+-- COALESCE(f * g, 0): a NULL product adds 0 (ddx's backward writes this).
+SELECT same_answer($$SELECT ca.i, sum(coalesce(ca.val * cb.val, 0::float8)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+
+-- NULLs: a NULL factor contributes nothing; a group of NULL products is
+-- NULL; NULL join keys never match; a NULL group key is a group.
+SET ddx.contraction = 'all';
+SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+WHERE (ca.i IS NULL OR ca.i >= 300) AND ca.k <= 2 GROUP BY ca.i, cb.j ORDER BY 1, 2;
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+                     WHERE (ca.i IS NULL OR ca.i >= 300) AND ca.k <= 2 GROUP BY ca.i, cb.j$$);
+
+-- Overflow raises as float8mul and float8pl do.
+CREATE TABLE big (k int, val float8);
+INSERT INTO big VALUES (1, 1e200), (1, 1e300);
+SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k;
+\echo :LAST_ERROR_SQLSTATE
+SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.val = 1e200;  -- 1e400 overflows
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO big VALUES (2, 1e-200);
+SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;  -- 1e-400 underflows
+\echo :LAST_ERROR_SQLSTATE
+EXPLAIN (COSTS OFF) SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;
+
+-- Prepared statements: $1 in a factor and in a filter, custom and generic plans.
+PREPARE pq(float8, int) AS SELECT ca.i, sum((ca.val * $1) * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+  WHERE ca.i <= $2 GROUP BY ca.i ORDER BY ca.i LIMIT 3;
+EXECUTE pq(1, 3); EXECUTE pq(2, 3); EXECUTE pq(3, 3); EXECUTE pq(4, 3); EXECUTE pq(5, 3); EXECUTE pq(6, 3);
+SET plan_cache_mode = force_generic_plan;
+EXECUTE pq(-1, 2);
+RESET plan_cache_mode;
+DEALLOCATE pq;
+
+-- Rescans: the node under a correlated subquery, run once per outer row.
+SELECT o.i, (SELECT sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i = o.i) AS v
+FROM generate_series(1, 3) o(i) ORDER BY 1;
+SET ddx.contraction = 'off';
+SELECT o.i, (SELECT sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i = o.i) AS v
+FROM generate_series(1, 3) o(i) ORDER BY 1;
+
+-- Past work_mem the node hands over to PostgreSQL's aggregate, same answer.
+SET work_mem = '64kB';
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+CREATE FUNCTION fell_back(q text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE line text; f boolean := false;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    f := f OR line LIKE '%Fell Back%';
+  END LOOP;
+  RETURN f;
+END $$;
+SET ddx.contraction = 'all';
+SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+RESET work_mem;
+SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+
+-- A long accumulation stops at statement_timeout.
+CREATE TABLE wide (k int, val float8);
+INSERT INTO wide SELECT 1, g FROM generate_series(1, 20000) g;
+ANALYZE wide;
+SET statement_timeout = '200ms';
+SELECT sum(a.val * b.val) FROM wide a JOIN wide b ON a.k = b.k;
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+
+-- Left alone: outer joins, other aggregates, a product within one side,
+-- HAVING, a non-equality join, float4.
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca LEFT JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, avg(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * ca.k) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i HAVING count(*) > 1$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k <= cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val::float4 * cb.val::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+
+-- EXPLAIN shows the node and its inputs.
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
+SET ddx.contraction = 'off';
+EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
+
+-- A gradient program with the node: the same gradient as without.
+CREATE TABLE cw (k int PRIMARY KEY, val float8);
+INSERT INTO cw SELECT k, 0.1 * k FROM generate_series(1, 12) k;
+CREATE VIEW closs AS
+  WITH z AS (SELECT ca.i, sum(ca.val * cw.val) AS z FROM ca JOIN cw ON ca.k = cw.k GROUP BY ca.i)
+  SELECT sum(z.z * z.z) AS l FROM z;
+SET ddx.contraction = 'all';
+CREATE TEMP TABLE g_on AS SELECT k, grad('closs', val) AS g FROM cw;
+SET ddx.contraction = 'off';
+CREATE TEMP TABLE g_off AS SELECT k, grad('closs', val) AS g FROM cw;
+SELECT count(*) AS rows, max(abs(a.g - b.g) / greatest(abs(b.g), 1e-300)) < 1e-12 AS same FROM g_on a JOIN g_off b USING (k);
+RESET ddx.contraction;

@@ -1,0 +1,1026 @@
+// The contraction node: a CustomScan that computes
+//
+//   SELECT <keys of a>, <keys of b>, SUM(f(a) * g(b)) [, SUM(...) ...]
+//   FROM a JOIN b ON a.k1 = b.k1 [AND ...] GROUP BY <keys of a>, <keys of b>
+//
+// without forming the join's rows: it hashes one side by its join key (each
+// row with its group key, interned to a dense id, and its factors), streams
+// the other, and adds each product straight into the accumulator of its pair
+// of group ids. A matmul's join has one row per (i, k, j); here the per-pair
+// work is one multiplication and one addition.
+//
+// Where: create_upper_paths_hook at UPPERREL_GROUP_AGG, which sees the join
+// and the GROUP BY together (planner.c, create_ordinary_grouping_paths, calls
+// it after the core's Agg paths are in grouped_rel). The input must be a join
+// of exactly two base relations (tables, subqueries, CTE scans: their
+// cheapest paths become the node's children), inner, by hashable strict
+// equalities only; every aggregate of the target a plain SUM(float8) of a
+// product float8mul(f, g) with f over one side's columns and g over the
+// other's; every other target entry a GROUP BY key over one side's columns;
+// no HAVING, grouping sets, volatile functions, sublinks or PARAM_EXEC. Any
+// other query keeps PostgreSQL's own plan. The GUC ddx.contraction decides
+// where it is considered: off, programs (ddx's gradient programs and jvp
+// queries; the default) or all.
+//
+// Exactly PostgreSQL's answer: sum(float8) is float8pl over the non-NULL
+// products in some order (only the order of additions may differ); a NULL
+// factor contributes nothing; a group whose products are all NULL is NULL; a
+// group exists where at least one pair of rows joins; float8_mul and
+// float8_pl (utils/float.h) raise overflow and underflow as PostgreSQL does.
+//
+// Memory: the node's context is held to get_hash_memory_limit() (work_mem ×
+// hash_mem_multiplier). Past it, before any row is returned, the node frees
+// its state and runs its third child instead: PostgreSQL's own hash
+// aggregate over the join, planned beside it (create_agg_path, never added
+// to the rel: add_path frees the paths it rejects). Long loops check for
+// interrupts. Parallel query: the node is parallel-restricted (its children
+// may be parallel plans under their own Gather).
+//
+// Expressions: each side's keys and factors are kept in custom_private with
+// their Vars turned into OUTER_VAR references to that child's output columns
+// (found by varno and varattno in the child's finished target list), and
+// evaluated with the child's tuple as the outer tuple. setrefs does not touch
+// custom_private, which is why no expression may need it (PARAM_EXEC,
+// SubPlans); $n parameters are read from the execution's parameter list, so
+// generic plans stay right.
+//
+// This file is C-style C++: no object with a destructor lives in a frame that
+// a PostgreSQL error can longjmp over.
+#include "ddx/pg/contraction_node.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/nodeCustom.h"
+#include "miscadmin.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planner.h"
+#include "optimizer/prep.h"
+#include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parsetree.h"
+#include "utils/datum.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+}
+
+namespace {
+
+enum ContractionMode { kOff, kPrograms, kAll };
+const struct config_enum_entry kModes[] = {
+    {"off", kOff, false}, {"programs", kPrograms, false}, {"all", kAll, false}, {"on", kAll, true}, {nullptr, 0, false}};
+int mode = kPrograms;
+bool in_program = false;  // ddx.in_program: set by the runner's ProgramSettings
+create_upper_paths_hook_type prev_upper_hook = nullptr;
+
+// --- planning ----------------------------------------------------------------
+
+// What the node computes, as planned: lists in custom_private, in this order.
+//   0 build side's varno (int), 1 probe side's varno
+//   2 build join keys, 3 probe join keys (expressions over their side)
+//   4 equality functions (oid), 5 build hash functions, 6 probe hash functions,
+//   7 collations, 8 probe-first flags (int: 1 where the clause's left operand
+//     is the probe side's)
+//   9 group key expressions (in scan-tlist order), 10 their side (0 build, 1 probe),
+//   11 group equality functions, 12 group hash functions, 13 group collations
+//   14 build factors, 15 probe factors (one per SUM)
+//   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0)
+//   17 (planning only) the Aggrefs
+enum Priv {
+  kBuildVarno, kProbeVarno, kBuildKeys, kProbeKeys, kEqFns, kBuildHash, kProbeHash, kKeyColl, kProbeFirst,
+  kGroupExprs, kGroupSide, kGroupEq, kGroupHash, kGroupColl, kBuildFactors, kProbeFactors, kNullZero, kNPriv
+};
+
+bool ForbiddenWalker(Node *n, void *) {
+  if (!n) return false;
+  if (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN) return true;
+  if (IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) ||
+      IsA(n, Aggref) || IsA(n, WindowFunc) || IsA(n, GroupingFunc))
+    return true;
+  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), nullptr);
+}
+
+// The side (0 or 1 of `sides`) whose columns alone e reads; -1 if it reads
+// both or something the node cannot evaluate; `none` if it reads no column.
+int SideOf(PlannerInfo *root, Node *e, const Index sides[2], int none) {
+  if (ForbiddenWalker(e, nullptr) || contain_volatile_functions(e)) return -1;
+  Relids r = pull_varnos(root, e);
+  if (bms_is_empty(r)) return none;
+  for (int s = 0; s < 2; s++)
+    if (bms_is_subset(r, bms_make_singleton(static_cast<int>(sides[s])))) return s;
+  return -1;
+}
+
+struct Shape {
+  List *keys[2] = {NIL, NIL};  // join key expressions per side
+  List *eq = NIL, *hash[2] = {NIL, NIL}, *coll = NIL, *probe_first = NIL;
+  List *gexprs = NIL, *gside = NIL, *geq = NIL, *ghash = NIL, *gcoll = NIL;
+  List *factors[2] = {NIL, NIL};
+  List *null_zero = NIL;
+  List *aggrefs = NIL;  // the Aggrefs, in factor order
+};
+
+// The join's clauses: the restriction list of one of its join paths whose
+// inputs are not parameterized (a nested loop over an inner index scan
+// enforces the join clause in the index scan, not in its restriction list);
+// a two-relation join's unparameterized paths all carry the same list.
+List *JoinClauses(RelOptInfo *joinrel, bool *inner) {
+  *inner = false;
+  ListCell *lc;
+  foreach (lc, joinrel->pathlist) {
+    Path *p = static_cast<Path *>(lfirst(lc));
+    // (apply_scanjoin_target_to_paths may have put the scan/join target's
+    // projection over the join)
+    while (IsA(p, ProjectionPath)) p = reinterpret_cast<ProjectionPath *>(p)->subpath;
+    if (!IsA(p, NestPath) && !IsA(p, MergePath) && !IsA(p, HashPath)) continue;
+    JoinPath *jp = reinterpret_cast<JoinPath *>(p);
+    if (p->param_info || jp->outerjoinpath->param_info || jp->innerjoinpath->param_info) continue;
+    *inner = jp->jointype == JOIN_INNER;
+    return jp->joinrestrictinfo;
+  }
+  return NIL;
+}
+
+// Why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
+bool No(const char *why) {
+  elog(DEBUG1, "ddx contraction not used: %s", why);
+  return false;
+}
+
+bool JoinKeys(PlannerInfo *root, RelOptInfo *joinrel, const Index sides[2], Shape *s) {
+  bool inner;
+  List *clauses = JoinClauses(joinrel, &inner);
+  if (!inner) return No("not an inner join of two relations");
+  ListCell *lc;
+  foreach (lc, clauses) {
+    RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+    if (ri->pseudoconstant || !OidIsValid(ri->hashjoinoperator) || !is_opclause(ri->clause))
+      return No("a join condition that is not a hashable equality");
+    OpExpr *op = castNode(OpExpr, ri->clause);
+    if (list_length(op->args) != 2 || op->opno != ri->hashjoinoperator || !op_strict(op->opno))
+      return No("a join condition that is not a strict hashable equality");
+    Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
+    int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
+    if (ls < 0 || rs < 0 || ls == rs) return No("a join condition that does not compare one side with the other");
+    RegProcedure lh, rh;
+    if (!get_op_hash_functions(op->opno, &lh, &rh)) return No("a join equality without hash functions");
+    s->keys[ls] = lappend(s->keys[ls], l);
+    s->keys[rs] = lappend(s->keys[rs], r);
+    s->hash[ls] = lappend_oid(s->hash[ls], lh);
+    s->hash[rs] = lappend_oid(s->hash[rs], rh);
+    s->eq = lappend_oid(s->eq, get_opcode(op->opno));
+    s->coll = lappend_oid(s->coll, op->inputcollid);
+    s->probe_first = lappend_int(s->probe_first, ls == 1 ? 1 : 0);
+  }
+  return true;
+}
+
+// An aggregate the node computes: sum(float8) of float8mul(f, g), f and g of
+// different sides.
+bool SumOfProduct(PlannerInfo *root, Aggref *a, const Index sides[2], Shape *s) {
+  if (a->aggfnoid != F_SUM_FLOAT8 || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar ||
+      a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
+    return No("an aggregate other than a plain sum(float8)");
+  Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
+  // SUM(COALESCE(f * g, 0)), as ddx's backward writes a contraction's
+  // transpose: a NULL product adds 0.
+  bool null_zero = false;
+  if (IsA(arg, CoalesceExpr) && list_length(castNode(CoalesceExpr, arg)->args) == 2) {
+    Node *z = static_cast<Node *>(lsecond(castNode(CoalesceExpr, arg)->args));
+    if (!IsA(z, Const) || castNode(Const, z)->consttype != FLOAT8OID || castNode(Const, z)->constisnull ||
+        DatumGetFloat8(castNode(Const, z)->constvalue) != 0.0)
+      return false;
+    arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
+    null_zero = true;
+  }
+  if (!is_opclause(arg)) return No("a sum of something other than a product");
+  OpExpr *op = castNode(OpExpr, arg);
+  if (list_length(op->args) != 2 || get_opcode(op->opno) != F_FLOAT8MUL)
+    return No("a sum of something other than a float8 product");
+  Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
+  int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
+  if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
+  s->factors[ls] = lappend(s->factors[ls], l);
+  s->factors[rs] = lappend(s->factors[rs], r);
+  s->aggrefs = lappend(s->aggrefs, a);
+  s->null_zero = lappend_int(s->null_zero, null_zero ? 1 : 0);
+  return true;
+}
+
+bool GroupKeys(PlannerInfo *root, const Index sides[2], Shape *s) {
+  ListCell *lc;
+  foreach (lc, root->parse->groupClause) {
+    SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+    Node *e = get_sortgroupclause_expr(sgc, root->processed_tlist);
+    int side = SideOf(root, e, sides, 0);
+    RegProcedure lh, rh;
+    if (side < 0 || !sgc->hashable || !get_op_hash_functions(sgc->eqop, &lh, &rh))
+      return No("a GROUP BY key that is not a hashable expression of one side");
+    s->gexprs = lappend(s->gexprs, e);
+    s->gside = lappend_int(s->gside, side);
+    s->geq = lappend_oid(s->geq, get_opcode(sgc->eqop));
+    s->ghash = lappend_oid(s->ghash, lh);
+    s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
+  }
+  return true;
+}
+
+// Every entry of the grouped rel's target: a group key or one of our sums.
+bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Shape *s) {
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, target->exprs) {
+    Node *e = static_cast<Node *>(lfirst(lc));
+    bool key = target->sortgrouprefs && target->sortgrouprefs[i] != 0;
+    i++;
+    if (IsA(e, Aggref)) {
+      if (!SumOfProduct(root, castNode(Aggref, e), sides, s)) return false;
+    } else if (!key) {
+      return No("an output column that is neither a GROUP BY key nor a sum");
+    }
+  }
+  return s->aggrefs != NIL || No("no sum");
+}
+
+void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
+                           void *extra) {
+  if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
+  if (stage != UPPERREL_GROUP_AGG || mode == kOff || (mode == kPrograms && !in_program)) return;
+  Query *parse = root->parse;
+  auto *gx = static_cast<GroupPathExtraData *>(extra);
+  if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
+      input_rel->reloptkind != RELOPT_JOINREL || bms_num_members(input_rel->relids) != 2 || !output_rel->pathlist) {
+    No("not one grouping of a join of two relations (or HAVING, grouping sets, set-returning functions)");
+    return;
+  }
+  Index sides[2];
+  int k = -1, n = 0;
+  while ((k = bms_next_member(input_rel->relids, k)) >= 0) sides[n++] = static_cast<Index>(k);
+  RelOptInfo *rels[2];
+  for (int s = 0; s < 2; s++) {
+    rels[s] = root->simple_rel_array[sides[s]];
+    if (!rels[s] || rels[s]->reloptkind != RELOPT_BASEREL || !rels[s]->cheapest_total_path ||
+        rels[s]->cheapest_total_path->param_info) {
+      No("an input that is not a base relation");
+      return;
+    }
+  }
+  Shape shape;
+  if (!JoinKeys(root, input_rel, sides, &shape) || !GroupKeys(root, sides, &shape) ||
+      !TargetFits(root, output_rel->reltarget, sides, &shape))
+    return;
+  // The build side: the one with fewer bytes.
+  double bytes[2];
+  for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
+  int b = bytes[0] <= bytes[1] ? 0 : 1, p = 1 - b;
+
+  // PostgreSQL's own aggregate over the join, for when memory runs out.
+  AggClauseCosts costs;
+  MemSet(&costs, 0, sizeof costs);
+  get_agg_clause_costs(root, AGGSPLIT_SIMPLE, &costs);
+  Path *best = nullptr;
+  ListCell *lc;
+  foreach (lc, output_rel->pathlist) {
+    Path *x = static_cast<Path *>(lfirst(lc));
+    if (!best || x->total_cost < best->total_cost) best = x;
+  }
+  double groups = best->rows;
+  Path *fallback = reinterpret_cast<Path *>(create_agg_path(
+      root, output_rel, input_rel->cheapest_total_path, output_rel->reltarget,
+      parse->groupClause ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, groups));
+
+  CustomPath *cp = makeNode(CustomPath);
+  cp->path.pathtype = T_CustomScan;
+  cp->path.parent = output_rel;
+  cp->path.pathtarget = output_rel->reltarget;
+  cp->path.parallel_aware = false;
+  cp->path.parallel_safe = false;
+  cp->path.parallel_workers = 0;
+  cp->path.rows = groups;
+  Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
+  int nagg = list_length(shape.aggrefs);
+  double pairs = input_rel->rows;
+  // Costs as the hash join and hash aggregate price the same work, without
+  // their per-join-row tuple costs: each input row's keys hashed, each pair
+  // one multiplication and addition per sum, each group a tuple.
+  cp->path.startup_cost = bp->total_cost + pp->total_cost +
+                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(shape.keys[b]), 1) +
+                          cpu_operator_cost * pairs * nagg;
+  cp->path.total_cost = cp->path.startup_cost + cpu_tuple_cost * groups;
+  cp->path.pathkeys = NIL;
+  cp->flags = 0;
+  cp->custom_paths = list_make3(bp, pp, fallback);
+  List *priv = NIL;
+  priv = lappend(priv, makeInteger(static_cast<int>(sides[b])));
+  priv = lappend(priv, makeInteger(static_cast<int>(sides[p])));
+  priv = lappend(priv, shape.keys[b]);
+  priv = lappend(priv, shape.keys[p]);
+  priv = lappend(priv, shape.eq);
+  priv = lappend(priv, shape.hash[b]);
+  priv = lappend(priv, shape.hash[p]);
+  priv = lappend(priv, shape.coll);
+  List *pf = NIL;  // 1 where the clause's left operand is the probe side's
+  foreach (lc, shape.probe_first) pf = lappend_int(pf, (b == 0) ? lfirst_int(lc) : 1 - lfirst_int(lc));
+  priv = lappend(priv, pf);
+  priv = lappend(priv, shape.gexprs);
+  List *gs = NIL;  // 0 build, 1 probe
+  foreach (lc, shape.gside) gs = lappend_int(gs, lfirst_int(lc) == b ? 0 : 1);
+  priv = lappend(priv, gs);
+  priv = lappend(priv, shape.geq);
+  priv = lappend(priv, shape.ghash);
+  priv = lappend(priv, shape.gcoll);
+  priv = lappend(priv, shape.factors[b]);
+  priv = lappend(priv, shape.factors[p]);
+  priv = lappend(priv, shape.null_zero);
+  priv = lappend(priv, shape.aggrefs);
+  cp->custom_private = priv;
+  cp->methods = &ddx::pg::kContractionPathMethods;
+  elog(DEBUG1, "ddx contraction considered: cost %.1f against %.1f", cp->path.total_cost, best->total_cost);
+  add_path(output_rel, &cp->path);
+}
+
+// Var (varno, attno) of `side` -> OUTER_VAR at its position in the child's
+// target list.
+struct MapCtx {
+  Index varno;
+  List *tlist;
+  bool missing;
+};
+
+Node *MapVars(Node *n, MapCtx *ctx) {
+  if (!n) return nullptr;
+  if (IsA(n, Var)) {
+    Var *v = castNode(Var, n);
+    ListCell *lc;
+    foreach (lc, ctx->tlist) {
+      TargetEntry *te = lfirst_node(TargetEntry, lc);
+      if (IsA(te->expr, Var) && castNode(Var, te->expr)->varno == v->varno &&
+          castNode(Var, te->expr)->varattno == v->varattno && static_cast<Index>(v->varno) == ctx->varno)
+        return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, v->vartype, v->vartypmod, v->varcollid, 0));
+    }
+    ctx->missing = true;
+    return n;
+  }
+  return expression_tree_mutator(n, reinterpret_cast<Node *(*)()>(MapVars), ctx);
+}
+
+Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
+                      List *custom_plans) {
+  CustomScan *cs = makeNode(CustomScan);
+  cs->scan.plan.targetlist = tlist;
+  cs->scan.plan.qual = NIL;
+  cs->scan.scanrelid = 0;
+  cs->flags = best->flags;
+  cs->methods = &ddx::pg::kContractionScanMethods;
+  cs->custom_plans = custom_plans;
+  List *priv = best->custom_private;
+  // The scan tuple: the group keys, then the sums.
+  List *scan = NIL;
+  ListCell *lc;
+  AttrNumber resno = 1;
+  foreach (lc, static_cast<List *>(list_nth(priv, kGroupExprs)))
+    scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
+  foreach (lc, static_cast<List *>(list_nth(priv, kNPriv)))
+    scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
+  cs->custom_scan_tlist = scan;
+  // Expressions of each side over its child's output.
+  List *out = NIL;
+  for (int i = 0; i < kNPriv; i++) {
+    Node *x = static_cast<Node *>(list_nth(priv, i));
+    int side = -1;
+    if (i == kBuildKeys || i == kBuildFactors) side = 0;
+    if (i == kProbeKeys || i == kProbeFactors) side = 1;
+    if (i == kGroupExprs) side = 2;
+    if (side < 0) {
+      out = lappend(out, copyObjectImpl(x));
+      continue;
+    }
+    List *mapped = NIL;
+    ListCell *le;
+    int g = 0;
+    foreach (le, reinterpret_cast<List *>(x)) {
+      int s = side;
+      if (side == 2) s = list_nth_int(static_cast<List *>(list_nth(priv, kGroupSide)), g++);
+      Plan *child = static_cast<Plan *>(list_nth(custom_plans, s));
+      MapCtx ctx{static_cast<Index>(intVal(list_nth(priv, s == 0 ? kBuildVarno : kProbeVarno))), child->targetlist,
+                 false};
+      Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(le))), &ctx);
+      if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
+      fix_opfuncids(m);
+      mapped = lappend(mapped, m);
+    }
+    out = lappend(out, mapped);
+  }
+  cs->custom_private = out;
+  return &cs->scan.plan;
+}
+
+}  // namespace
+
+// --- execution -----------------------------------------------------------------
+
+namespace {
+
+// Interned tuples of key values: id -> values, found by the keys' own hash
+// and equality functions. Arrays in the node's context.
+struct KeyTable {
+  int nkeys;
+  FmgrInfo *hash, *eq;
+  Oid *coll;
+  int16 *typlen;
+  bool *byval;
+  uint32 n, cap;  // entries, and room for them
+  Datum *vals;    // cap * nkeys
+  bool *nulls;
+  uint32 *hashes;
+  int32 *slots;  // open addressing, -1 empty
+  uint32 nslots;
+};
+
+struct Acc {  // the groups: a pair of ids and one sum per aggregate
+  uint32 n, cap;
+  uint32 *ida, *idb;
+  double *sum;  // cap * nagg
+  bool *has;
+  uint64 *keys;  // open addressing: (ida << 32 | idb) + 1, 0 empty
+  uint32 *at;
+  uint32 nslots;
+};
+
+struct State {
+  CustomScanState css;
+  MemoryContext cxt;
+  List *bkeys, *pkeys, *bfactors, *pfactors;  // ExprStates
+  List *gx[2];                                 // the group keys' ExprStates, per side
+  int nk, ng, nagg;
+  int *gside, *gpos;  // per group key: its side, its place among that side's keys
+  FmgrInfo *eq, *bhash, *phash;
+  Oid *kcoll;
+  bool *probe_first;
+  bool *null_zero;  // per SUM: COALESCE(f * g, 0)
+  int16 *klen;      // the build side's join keys' types
+  bool *kbyval;
+  // the build side's rows
+  uint32 nrows, rowcap;
+  uint32 *rhash, *rgid;
+  int32 *rnext;
+  Datum *rkeys;  // rowcap * nk
+  double *rf;    // rowcap * nagg
+  bool *rfnull;
+  int32 *buckets;
+  uint32 nbuckets;
+  KeyTable g[2];  // group ids of the build and the probe side
+  Acc acc;
+  bool built, fellback;
+  uint32 emit;
+  double pairs;
+  size_t limit, peak;
+  PlanState *fallback;
+};
+
+void *Alloc(MemoryContext cxt, Size n) { return MemoryContextAllocHuge(cxt, Max(n, 1)); }
+
+// Room for `need` elements of `elem` bytes in *p (of *cap), doubling.
+template <typename T>
+void Reserve(MemoryContext cxt, T **p, uint32 cap, uint32 newcap, size_t per) {
+  T *q = static_cast<T *>(Alloc(cxt, static_cast<Size>(newcap) * per * sizeof(T)));
+  if (*p) {
+    memcpy(q, *p, static_cast<Size>(cap) * per * sizeof(T));
+    pfree(*p);
+  }
+  *p = q;
+}
+
+uint32 HashKeys(FmgrInfo *fns, const Oid *coll, int n, const Datum *v, const bool *isnull) {
+  uint32 h = 0;
+  for (int i = 0; i < n; i++) {
+    h = (h << 1) | (h >> 31);
+    if (!isnull[i]) h ^= DatumGetUInt32(FunctionCall1Coll(&fns[i], coll[i], v[i]));
+  }
+  return murmurhash32(h);
+}
+
+void KeyInit(MemoryContext cxt, KeyTable *t) {
+  t->n = t->cap = 0;
+  t->vals = nullptr;
+  t->nulls = nullptr;
+  t->hashes = nullptr;
+  t->nslots = 64;
+  t->slots = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * t->nslots));
+  memset(t->slots, -1, sizeof(int32) * t->nslots);
+}
+
+// The id of the key tuple (v, isnull), interned if new.
+uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isnull) {
+  int nk = t->nkeys;
+  if (nk == 0) {
+    t->n = 1;
+    return 0;
+  }
+  uint32 h = HashKeys(t->hash, t->coll, nk, v, isnull);
+  uint32 mask = t->nslots - 1, i = h & mask;
+  for (;; i = (i + 1) & mask) {
+    int32 id = t->slots[i];
+    if (id < 0) break;
+    if (t->hashes[id] != h) continue;
+    bool same = true;
+    for (int k = 0; k < nk && same; k++) {
+      bool an = t->nulls[id * nk + k];
+      if (an != isnull[k])
+        same = false;
+      else if (!an)
+        same = DatumGetBool(FunctionCall2Coll(&t->eq[k], t->coll[k], t->vals[id * nk + k], v[k]));
+    }
+    if (same) return static_cast<uint32>(id);
+  }
+  if (t->n == t->cap) {
+    uint32 c = Max(64u, t->cap * 2);
+    Reserve(cxt, &t->vals, t->cap, c, nk);
+    Reserve(cxt, &t->nulls, t->cap, c, nk);
+    Reserve(cxt, &t->hashes, t->cap, c, 1);
+    t->cap = c;
+  }
+  uint32 id = t->n++;
+  MemoryContext old = MemoryContextSwitchTo(cxt);
+  for (int k = 0; k < nk; k++) {
+    t->nulls[id * nk + k] = isnull[k];
+    t->vals[id * nk + k] = isnull[k] ? 0 : datumCopy(v[k], t->byval[k], t->typlen[k]);
+  }
+  MemoryContextSwitchTo(old);
+  t->hashes[id] = h;
+  t->slots[i] = static_cast<int32>(id);
+  if (t->n * 2 > t->nslots) {  // grow the slots
+    uint32 ns = t->nslots * 2;
+    int32 *s = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * ns));
+    memset(s, -1, sizeof(int32) * ns);
+    for (uint32 x = 0; x < t->n; x++) {
+      uint32 j = t->hashes[x] & (ns - 1);
+      while (s[j] >= 0) j = (j + 1) & (ns - 1);
+      s[j] = static_cast<int32>(x);
+    }
+    pfree(t->slots);
+    t->slots = s;
+    t->nslots = ns;
+  }
+  return id;
+}
+
+void AccInit(MemoryContext cxt, Acc *a) {
+  memset(a, 0, sizeof *a);
+  a->nslots = 1024;
+  a->keys = static_cast<uint64 *>(Alloc(cxt, sizeof(uint64) * a->nslots));
+  a->at = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * a->nslots));
+  memset(a->keys, 0, sizeof(uint64) * a->nslots);
+}
+
+inline uint32 Mix64(uint64 k) {
+  k ^= k >> 33;
+  k *= UINT64CONST(0xff51afd7ed558ccd);
+  k ^= k >> 33;
+  return static_cast<uint32>(k);
+}
+
+// The accumulator of the group (ida, idb), created if new.
+uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb) {
+  uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
+  uint32 mask = a->nslots - 1, i = Mix64(key) & mask;
+  for (; a->keys[i] != 0; i = (i + 1) & mask)
+    if (a->keys[i] == key) return a->at[i];
+  if (a->n == a->cap) {
+    uint32 c = Max(256u, a->cap * 2);
+    Reserve(cxt, &a->ida, a->cap, c, 1);
+    Reserve(cxt, &a->idb, a->cap, c, 1);
+    Reserve(cxt, &a->sum, a->cap, c, nagg);
+    Reserve(cxt, &a->has, a->cap, c, nagg);
+    a->cap = c;
+  }
+  uint32 at = a->n++;
+  a->ida[at] = ida;
+  a->idb[at] = idb;
+  for (int k = 0; k < nagg; k++) {
+    a->sum[at * nagg + k] = 0;
+    a->has[at * nagg + k] = false;
+  }
+  a->keys[i] = key;
+  a->at[i] = at;
+  if (a->n * 2 > a->nslots) {
+    uint32 ns = a->nslots * 2;
+    uint64 *keys = static_cast<uint64 *>(Alloc(cxt, sizeof(uint64) * ns));
+    uint32 *ats = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * ns));
+    memset(keys, 0, sizeof(uint64) * ns);
+    for (uint32 x = 0; x < a->nslots; x++) {
+      if (!a->keys[x]) continue;
+      uint32 j = Mix64(a->keys[x]) & (ns - 1);
+      while (keys[j]) j = (j + 1) & (ns - 1);
+      keys[j] = a->keys[x];
+      ats[j] = a->at[x];
+    }
+    pfree(a->keys);
+    pfree(a->at);
+    a->keys = keys;
+    a->at = ats;
+    a->nslots = ns;
+  }
+  return at;
+}
+
+// Evaluates the ExprStates of `exprs` over the outer tuple into v, n.
+void Eval(List *exprs, ExprContext *ec, Datum *v, bool *n) {
+  int i = 0;
+  ListCell *lc;
+  foreach (lc, exprs) {
+    v[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(lc)), ec, &n[i]);
+    i++;
+  }
+}
+
+bool OverLimit(State *st) {
+  size_t used = MemoryContextMemAllocated(st->cxt, true);
+  if (used > st->peak) st->peak = used;
+  return used > st->limit;
+}
+
+// Reads the build side and streams the probe side into the groups; false
+// when memory ran past the limit (nothing returned yet).
+bool Build(State *st) {
+  CustomScanState *node = &st->css;
+  ExprContext *ec = node->ss.ps.ps_ExprContext;
+  PlanState *bps = static_cast<PlanState *>(linitial(node->custom_ps));
+  PlanState *pps = static_cast<PlanState *>(lsecond(node->custom_ps));
+  MemoryContext cxt = st->cxt;
+  int nk = st->nk, nagg = st->nagg;
+  Datum *kv = static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (nk + 1)));
+  bool *kn = static_cast<bool *>(Alloc(cxt, nk + 1));
+  Datum *gv = static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (st->ng + 1)));
+  bool *gn = static_cast<bool *>(Alloc(cxt, st->ng + 1));
+  Datum *fv = static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (nagg + 1)));
+  bool *fn = static_cast<bool *>(Alloc(cxt, nagg + 1));
+  KeyInit(cxt, &st->g[0]);
+  KeyInit(cxt, &st->g[1]);
+  AccInit(cxt, &st->acc);
+  st->nrows = st->rowcap = 0;
+  st->rhash = st->rgid = nullptr;
+  st->rnext = nullptr;
+  st->rkeys = nullptr;
+  st->rf = nullptr;
+  st->rfnull = nullptr;
+  st->pairs = 0;
+
+  List **gexprs = st->gx;
+
+  uint64 count = 0;
+  for (;;) {
+    TupleTableSlot *slot = ExecProcNode(bps);
+    if (TupIsNull(slot)) break;
+    if ((++count & 1023) == 0) {
+      CHECK_FOR_INTERRUPTS();
+      if (OverLimit(st)) return false;
+    }
+    ResetExprContext(ec);
+    ec->ecxt_outertuple = slot;
+    Eval(st->bkeys, ec, kv, kn);
+    bool null_key = false;
+    for (int k = 0; k < nk; k++) null_key = null_key || kn[k];
+    if (null_key) continue;  // a strict equality never holds
+    Eval(gexprs[0], ec, gv, gn);
+    uint32 gid = KeyIntern(cxt, &st->g[0], gv, gn);
+    Eval(st->bfactors, ec, fv, fn);
+    if (st->nrows == st->rowcap) {
+      uint32 c = Max(1024u, st->rowcap * 2);
+      Reserve(cxt, &st->rhash, st->rowcap, c, 1);
+      Reserve(cxt, &st->rgid, st->rowcap, c, 1);
+      Reserve(cxt, &st->rnext, st->rowcap, c, 1);
+      Reserve(cxt, &st->rkeys, st->rowcap, c, nk);
+      Reserve(cxt, &st->rf, st->rowcap, c, nagg);
+      Reserve(cxt, &st->rfnull, st->rowcap, c, nagg);
+      st->rowcap = c;
+    }
+    uint32 r = st->nrows++;
+    st->rhash[r] = HashKeys(st->bhash, st->kcoll, nk, kv, kn);
+    st->rgid[r] = gid;
+    MemoryContext old = MemoryContextSwitchTo(cxt);
+    for (int k = 0; k < nk; k++) st->rkeys[r * nk + k] = datumCopy(kv[k], st->kbyval[k], st->klen[k]);
+    MemoryContextSwitchTo(old);
+    for (int a = 0; a < nagg; a++) {
+      st->rfnull[r * nagg + a] = fn[a];
+      st->rf[r * nagg + a] = fn[a] ? 0 : DatumGetFloat8(fv[a]);
+    }
+  }
+  uint32 nb = 1;
+  while (nb < st->nrows) nb <<= 1;
+  st->nbuckets = nb;
+  st->buckets = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * nb));
+  memset(st->buckets, -1, sizeof(int32) * nb);
+  for (uint32 r = 0; r < st->nrows; r++) {
+    uint32 b = st->rhash[r] & (nb - 1);
+    st->rnext[r] = st->buckets[b];
+    st->buckets[b] = static_cast<int32>(r);
+  }
+  if (OverLimit(st)) return false;
+
+  // Stream the probe side.
+  double *pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
+  for (;;) {
+    TupleTableSlot *slot = ExecProcNode(pps);
+    if (TupIsNull(slot)) break;
+    if ((++count & 1023) == 0) {
+      CHECK_FOR_INTERRUPTS();
+      if (OverLimit(st)) return false;
+    }
+    if (st->nrows == 0) continue;  // (read to the end all the same: rescans expect it)
+    ResetExprContext(ec);
+    ec->ecxt_outertuple = slot;
+    Eval(st->pkeys, ec, kv, kn);
+    bool null_key = false;
+    for (int k = 0; k < nk; k++) null_key = null_key || kn[k];
+    if (null_key) continue;
+    uint32 h = HashKeys(st->phash, st->kcoll, nk, kv, kn);
+    bool evaluated = false;
+    uint32 gid = 0;
+    for (int32 r = st->buckets[h & (st->nbuckets - 1)]; r >= 0; r = st->rnext[r]) {
+      if (st->rhash[r] != h) continue;
+      bool match = true;
+      for (int k = 0; k < nk && match; k++) {
+        Datum b = st->rkeys[r * nk + k], p = kv[k];
+        match = DatumGetBool(st->probe_first[k] ? FunctionCall2Coll(&st->eq[k], st->kcoll[k], p, b)
+                                                : FunctionCall2Coll(&st->eq[k], st->kcoll[k], b, p));
+      }
+      if (!match) continue;
+      if (!evaluated) {
+        Eval(gexprs[1], ec, gv, gn);
+        gid = KeyIntern(cxt, &st->g[1], gv, gn);
+        Eval(st->pfactors, ec, fv, fn);
+        for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : DatumGetFloat8(fv[a]);
+        evaluated = true;
+      }
+      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid);
+      for (int a = 0; a < nagg; a++) {
+        float8 prod;
+        if (fn[a] || st->rfnull[r * nagg + a]) {  // a NULL product: sum skips it, or adds COALESCE's 0
+          if (!st->null_zero[a]) continue;
+          prod = 0.0;
+        } else {
+          prod = float8_mul(st->rf[r * nagg + a], pf[a]);
+        }
+        double *s = &st->acc.sum[at * nagg + a];
+        bool *has = &st->acc.has[at * nagg + a];
+        *s = *has ? float8_pl(*s, prod) : prod;
+        *has = true;
+      }
+      st->pairs++;
+      if ((static_cast<uint64>(st->pairs) & 65535) == 0) {
+        CHECK_FOR_INTERRUPTS();
+        if (OverLimit(st)) return false;
+      }
+    }
+  }
+  OverLimit(st);
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+List *InitExprs(List *exprs, PlanState *ps) {
+  List *out = NIL;
+  ListCell *lc;
+  foreach (lc, exprs) out = lappend(out, ExecInitExpr(static_cast<Expr *>(lfirst(lc)), ps));
+  return out;
+}
+
+// FmgrInfos of a list of function oids, in the query's context.
+FmgrInfo *Fns(List *oids) {
+  FmgrInfo *f = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (list_length(oids) + 1)));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, oids) fmgr_info(lfirst_oid(lc), &f[i++]);
+  return f;
+}
+
+Oid *Oids(List *oids) {
+  Oid *o = static_cast<Oid *>(palloc0(sizeof(Oid) * (list_length(oids) + 1)));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, oids) o[i++] = lfirst_oid(lc);
+  return o;
+}
+
+Node *CreateState(CustomScan *cs) {
+  State *st = reinterpret_cast<State *>(newNode(sizeof(State), T_CustomScanState));
+  st->css.methods = &ddx::pg::kContractionExecMethods;
+  return reinterpret_cast<Node *>(&st->css);
+}
+
+void Begin(CustomScanState *node, EState *estate, int eflags) {
+  State *st = reinterpret_cast<State *>(node);
+  CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+  List *priv = cs->custom_private;
+  int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
+  node->custom_ps = list_make2(ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags),
+                               ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags));
+  PlanState *ps = &node->ss.ps;
+  st->bkeys = InitExprs(static_cast<List *>(list_nth(priv, kBuildKeys)), ps);
+  st->pkeys = InitExprs(static_cast<List *>(list_nth(priv, kProbeKeys)), ps);
+  st->bfactors = InitExprs(static_cast<List *>(list_nth(priv, kBuildFactors)), ps);
+  st->pfactors = InitExprs(static_cast<List *>(list_nth(priv, kProbeFactors)), ps);
+  st->nk = list_length(st->bkeys);
+  st->nagg = list_length(st->bfactors);
+  st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
+  st->bhash = Fns(static_cast<List *>(list_nth(priv, kBuildHash)));
+  st->phash = Fns(static_cast<List *>(list_nth(priv, kProbeHash)));
+  st->kcoll = Oids(static_cast<List *>(list_nth(priv, kKeyColl)));
+  st->probe_first = static_cast<bool *>(palloc0(st->nk + 1));
+  st->klen = static_cast<int16 *>(palloc0(sizeof(int16) * (st->nk + 1)));
+  st->kbyval = static_cast<bool *>(palloc0(st->nk + 1));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFirst))) st->probe_first[i++] = lfirst_int(lc) != 0;
+  st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) st->null_zero[i++] = lfirst_int(lc) != 0;
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kBuildKeys)))
+    get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
+  // Group keys: per side, with the type's equality and hash functions.
+  List *gexprs = static_cast<List *>(list_nth(priv, kGroupExprs));
+  List *gside = static_cast<List *>(list_nth(priv, kGroupSide));
+  FmgrInfo *geq = Fns(static_cast<List *>(list_nth(priv, kGroupEq)));
+  FmgrInfo *ghash = Fns(static_cast<List *>(list_nth(priv, kGroupHash)));
+  Oid *gcoll = Oids(static_cast<List *>(list_nth(priv, kGroupColl)));
+  st->ng = list_length(gexprs);
+  st->gside = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
+  st->gpos = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
+  st->gx[0] = st->gx[1] = NIL;
+  int count[2] = {0, 0};
+  for (int g = 0; g < st->ng; g++) {
+    int side = list_nth_int(gside, g);
+    st->gside[g] = side;
+    st->gpos[g] = count[side]++;
+    st->gx[side] = lappend(st->gx[side], ExecInitExpr(static_cast<Expr *>(list_nth(gexprs, g)), ps));
+  }
+  for (int side = 0; side < 2; side++) {
+    KeyTable *t = &st->g[side];
+    memset(t, 0, sizeof *t);
+    t->nkeys = count[side];
+    t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
+    t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
+    t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
+  }
+  for (int g = 0; g < st->ng; g++) {
+    KeyTable *t = &st->g[st->gside[g]];
+    int j = st->gpos[g];
+    t->hash[j] = ghash[g];
+    t->eq[j] = geq[g];
+    t->coll[j] = gcoll[g];
+    get_typlenbyval(exprType(static_cast<Node *>(list_nth(gexprs, g))), &t->typlen[j], &t->byval[j]);
+  }
+  st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);
+  st->limit = get_hash_memory_limit();
+  st->built = st->fellback = false;
+  st->emit = 0;
+  st->peak = 0;
+  st->fallback = nullptr;
+}
+
+// Memory ran out: PostgreSQL's own aggregate over the join takes over.
+void FallBack(State *st) {
+  CustomScanState *node = &st->css;
+  MemoryContextReset(st->cxt);
+  st->fellback = true;
+  if (!st->fallback) {
+    CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+    EState *estate = node->ss.ps.state;
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    st->fallback = ExecInitNode(static_cast<Plan *>(lthird(cs->custom_plans)), estate, 0);
+    node->custom_ps = lappend(node->custom_ps, st->fallback);
+    MemoryContextSwitchTo(old);
+  }
+}
+
+TupleTableSlot *Exec(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  if (!st->fellback && !st->built) {
+    if (Build(st))
+      st->built = true;
+    else
+      FallBack(st);
+  }
+  if (st->fellback) {
+    TupleTableSlot *t = ExecProcNode(st->fallback);
+    if (TupIsNull(t)) return nullptr;
+    return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
+  }
+  if (st->emit >= st->acc.n) return nullptr;
+  uint32 at = st->emit++;
+  TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+  ExecClearTuple(slot);
+  for (int g = 0; g < st->ng; g++) {
+    KeyTable *t = &st->g[st->gside[g]];
+    uint32 id = st->gside[g] == 0 ? st->acc.ida[at] : st->acc.idb[at];
+    slot->tts_values[g] = t->vals[id * t->nkeys + st->gpos[g]];
+    slot->tts_isnull[g] = t->nulls[id * t->nkeys + st->gpos[g]];
+  }
+  for (int a = 0; a < st->nagg; a++) {
+    slot->tts_isnull[st->ng + a] = !st->acc.has[at * st->nagg + a];
+    slot->tts_values[st->ng + a] = Float8GetDatum(st->acc.sum[at * st->nagg + a]);
+  }
+  ExecStoreVirtualTuple(slot);
+  ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
+  if (!proj) return slot;
+  ExprContext *ec = node->ss.ps.ps_ExprContext;
+  ResetExprContext(ec);
+  ec->ecxt_scantuple = slot;
+  return ExecProject(proj);
+}
+
+void End(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  ListCell *lc;
+  foreach (lc, node->custom_ps) ExecEndNode(static_cast<PlanState *>(lfirst(lc)));
+  MemoryContextDelete(st->cxt);
+}
+
+void ReScan(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  MemoryContextReset(st->cxt);
+  st->built = false;
+  st->emit = 0;
+  st->acc.n = 0;
+  // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
+  // told them which parameters changed (execAmi.c): they are told here.
+  ListCell *lc;
+  foreach (lc, node->custom_ps) {
+    PlanState *child = static_cast<PlanState *>(lfirst(lc));
+    if (node->ss.ps.chgParam) UpdateChangedParamSet(child, node->ss.ps.chgParam);
+    if (!child->chgParam) ExecReScan(child);
+  }
+}
+
+void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
+  State *st = reinterpret_cast<State *>(node);
+  CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+  List *priv = cs->custom_private;
+  ExplainPropertyInteger("Join Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildKeys))), es);
+  ExplainPropertyInteger("Group Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kGroupExprs))), es);
+  ExplainPropertyInteger("Sums", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildFactors))), es);
+  if (es->analyze) {
+    if (st->fellback) {
+      ExplainPropertyText("Fell Back", "memory limit reached: PostgreSQL's aggregate ran", es);
+    } else {
+      ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
+      ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
+      ExplainPropertyInteger("Groups", nullptr, st->acc.n, es);
+    }
+    ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
+  }
+}
+
+}  // namespace
+
+namespace ddx::pg {
+
+const CustomPathMethods kContractionPathMethods = {"ddx contraction", PlanContraction};
+const CustomScanMethods kContractionScanMethods = {"ddx contraction", CreateState};
+const CustomExecMethods kContractionExecMethods = {
+    "ddx contraction", Begin, Exec, End, ReScan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    Explain};
+
+// A changed setting plans cached statements again, ddx's kept programs
+// among them (plancache.c: ResetPlanCache marks every cached plan invalid;
+// nothing is freed here), so that no cached plan keeps the old choice.
+void AssignMode(int newval, void *) {
+  if (newval != mode) ResetPlanCache();
+}
+
+void InstallContraction() {
+  DefineCustomEnumVariable("ddx.contraction",
+                           "Where ddx's contraction node computes a grouped SUM of products over a join.",
+                           "off: nowhere; programs: in ddx's gradient programs and jvp queries; all: in every query.",
+                           &mode, kPrograms, kModes, PGC_USERSET, 0, nullptr, AssignMode, nullptr);
+  DefineCustomBoolVariable("ddx.in_program", "Set by ddx while one of its programs runs.", nullptr, &in_program,
+                           false, PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE, nullptr,
+                           nullptr, nullptr);
+  RegisterCustomScanMethods(&kContractionScanMethods);
+  prev_upper_hook = create_upper_paths_hook;
+  create_upper_paths_hook = ContractionUpperPaths;
+}
+
+}  // namespace ddx::pg
