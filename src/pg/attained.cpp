@@ -37,15 +37,15 @@ PG_FUNCTION_INFO_V1(ddx_attained_tangent_final);
 namespace {
 
 struct Attained {
-  Datum best;       // the frame's max (min) so far, in the aggregate context
-  bool have;        // whether a non-NULL x was seen
-  bool null_t;      // a row attaining best has a NULL tangent
-  double sum;       // sum of the tangents of the rows attaining best
-  int64 n;          // their count
+  Datum best;   // the frame's max (min) so far, in the aggregate context
+  bool have;    // whether a non-NULL x was seen
+  bool null_t;  // a row attaining best has a NULL tangent
+  double sum;   // sum of the tangents of the rows attaining best
+  int64 n;      // their count
   Oid type;
   int16 typlen;
   bool typbyval;
-  FmgrInfo cmp;     // the type's btree comparison
+  FmgrInfo cmp;  // the type's btree comparison
   Oid collation;
 };
 

@@ -82,8 +82,11 @@ extern "C" {
 namespace {
 
 enum ContractionMode { kOff, kPrograms, kAll };
-const struct config_enum_entry kModes[] = {
-    {"off", kOff, false}, {"programs", kPrograms, false}, {"all", kAll, false}, {"on", kAll, true}, {nullptr, 0, false}};
+const struct config_enum_entry kModes[] = {{"off", kOff, false},
+                                           {"programs", kPrograms, false},
+                                           {"all", kAll, false},
+                                           {"on", kAll, true},
+                                           {nullptr, 0, false}};
 int mode = kPrograms;
 bool in_program = false;  // ddx.in_program: set by the runner's ProgramSettings
 create_upper_paths_hook_type prev_upper_hook = nullptr;
@@ -102,15 +105,31 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 //   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0)
 //   17 (planning only) the Aggrefs
 enum Priv {
-  kBuildVarno, kProbeVarno, kBuildKeys, kProbeKeys, kEqFns, kBuildHash, kProbeHash, kKeyColl, kProbeFirst,
-  kGroupExprs, kGroupSide, kGroupEq, kGroupHash, kGroupColl, kBuildFactors, kProbeFactors, kNullZero, kNPriv
+  kBuildVarno,
+  kProbeVarno,
+  kBuildKeys,
+  kProbeKeys,
+  kEqFns,
+  kBuildHash,
+  kProbeHash,
+  kKeyColl,
+  kProbeFirst,
+  kGroupExprs,
+  kGroupSide,
+  kGroupEq,
+  kGroupHash,
+  kGroupColl,
+  kBuildFactors,
+  kProbeFactors,
+  kNullZero,
+  kNPriv
 };
 
 bool ForbiddenWalker(Node *n, void *) {
   if (!n) return false;
   if (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN) return true;
-  if (IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) ||
-      IsA(n, Aggref) || IsA(n, WindowFunc) || IsA(n, GroupingFunc))
+  if (IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) || IsA(n, Aggref) ||
+      IsA(n, WindowFunc) || IsA(n, GroupingFunc))
     return true;
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), nullptr);
 }
@@ -193,8 +212,8 @@ bool JoinKeys(PlannerInfo *root, RelOptInfo *joinrel, const Index sides[2], Shap
 // An aggregate the node computes: sum(float8) of float8mul(f, g), f and g of
 // different sides.
 bool SumOfProduct(PlannerInfo *root, Aggref *a, const Index sides[2], Shape *s) {
-  if (a->aggfnoid != F_SUM_FLOAT8 || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar ||
-      a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
+  if (a->aggfnoid != F_SUM_FLOAT8 || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar || a->aggvariadic ||
+      a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
     return No("an aggregate other than a plain sum(float8)");
   Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
   // SUM(COALESCE(f * g, 0)), as ddx's backward writes a contraction's
@@ -466,7 +485,7 @@ struct State {
   CustomScanState css;
   MemoryContext cxt;
   List *bkeys, *pkeys, *bfactors, *pfactors;  // ExprStates
-  List *gx[2];                                 // the group keys' ExprStates, per side
+  List *gx[2];                                // the group keys' ExprStates, per side
   int nk, ng, nagg;
   int *gside, *gpos;  // per group key: its side, its place among that side's keys
   FmgrInfo *eq, *bhash, *phash;
@@ -999,9 +1018,9 @@ namespace ddx::pg {
 
 const CustomPathMethods kContractionPathMethods = {"ddx contraction", PlanContraction};
 const CustomScanMethods kContractionScanMethods = {"ddx contraction", CreateState};
-const CustomExecMethods kContractionExecMethods = {
-    "ddx contraction", Begin, Exec, End, ReScan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-    Explain};
+const CustomExecMethods kContractionExecMethods = {"ddx contraction", Begin,   Exec,    End,     ReScan,
+                                                   nullptr,           nullptr, nullptr, nullptr, nullptr,
+                                                   nullptr,           nullptr, Explain};
 
 // A changed setting plans cached statements again, ddx's kept programs
 // among them (plancache.c: ResetPlanCache marks every cached plan invalid;
@@ -1015,9 +1034,9 @@ void InstallContraction() {
                            "Where ddx's contraction node computes a grouped SUM of products over a join.",
                            "off: nowhere; programs: in ddx's gradient programs and jvp queries; all: in every query.",
                            &mode, kPrograms, kModes, PGC_USERSET, 0, nullptr, AssignMode, nullptr);
-  DefineCustomBoolVariable("ddx.in_program", "Set by ddx while one of its programs runs.", nullptr, &in_program,
-                           false, PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE, nullptr,
-                           nullptr, nullptr);
+  DefineCustomBoolVariable("ddx.in_program", "Set by ddx while one of its programs runs.", nullptr, &in_program, false,
+                           PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE, nullptr, nullptr,
+                           nullptr);
   RegisterCustomScanMethods(&kContractionScanMethods);
   prev_upper_hook = create_upper_paths_hook;
   create_upper_paths_hook = ContractionUpperPaths;
