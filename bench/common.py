@@ -32,9 +32,14 @@ def all_stored(prog):
 def round_robin(cur, queries, repeats):
     """Median wall times (ms) of each query, run in turn after one warm-up
     round, each fetching its rows: the machine's drift reaches them alike."""
-    times = [[] for _ in queries]
+    return interleaved([(cur, q) for q in queries], repeats)
+
+
+def interleaved(runs, repeats):
+    """round_robin over (cursor, sql) pairs: queries of several sessions."""
+    times = [[] for _ in runs]
     for i in range(repeats + 1):
-        for k, q in enumerate(queries):
+        for k, (cur, q) in enumerate(runs):
             t0 = time.perf_counter()
             cur.execute(q)
             cur.fetchall()

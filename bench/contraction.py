@@ -21,25 +21,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import psycopg2  # noqa: E402
 import test_models as tm  # noqa: E402
+from common import interleaved  # noqa: E402
 
 DB = "ddx_bench_contraction"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-
-
-def interleaved(runs, repeats):
-    """Median wall times (ms) of (cursor, sql) pairs run in turn after one
-    warm-up round. Two sessions, one per setting of ddx.contraction, each set
-    once: a changed setting plans cached statements (ddx's programs among
-    them) again, which timing one session that switches would include."""
-    times = [[] for _ in runs]
-    for i in range(repeats + 1):
-        for k, (cur, q) in enumerate(runs):
-            t0 = time.perf_counter()
-            cur.execute(q)
-            cur.fetchall()
-            if i:
-                times[k].append((time.perf_counter() - t0) * 1000)
-    return [statistics.median(t) for t in times]
 
 
 def row(off, on, name, ctes, params, torch_ms=None):
@@ -48,6 +33,9 @@ def row(off, on, name, ctes, params, torch_ms=None):
     nl, dflt = "SET enable_nestloop = off; ", "RESET enable_nestloop; "
     runs = [(off, dflt + forward), (off, nl + forward), (on, dflt + forward), (on, nl + forward), (off, dflt + grad),
             (on, dflt + grad)]
+    # two sessions, one per setting, each set once: a changed setting plans
+    # cached statements (ddx's programs among them) again, which a session
+    # that switched would time
     d, nloff, fon_d, fon_nl, goff, gon = interleaved(runs, REPEATS)
     best, fon = min(d, nloff), min(fon_d, fon_nl)
     t = f"{torch_ms:9.2f} {(fon + gon) / torch_ms:8.0f}x" if torch_ms else f"{'-':>9} {'-':>9}"

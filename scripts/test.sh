@@ -9,6 +9,46 @@ PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 passed=0
 failed=0
 note() { printf '\n== %s\n' "$*"; }
+# Adds a suite's closing line "TAG: N passed, N failed" (in $2) to the totals;
+# no such line counts as one failure.
+tally() {
+  local p f
+  p=$(echo "$2" | sed -n "s/^$1: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p")
+  f=$(echo "$2" | sed -n "s/^$1: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p")
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-1}))
+}
+# The pg_regress suites, their log in build/$1.
+run_regress() {
+  make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee "build/$1" | grep -E "^(ok|not ok|test|#)|tests" || true
+  local p f
+  p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " "build/$1")
+  f=$(grep -cE "FAILED|^not ok " "build/$1")
+  passed=$((passed + p))
+  failed=$((failed + f))
+  [ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+  return 0
+}
+# The soak at the CI seed; $1 lines of its report shown.
+run_soak() {
+  local out
+  out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
+  echo "$out" | tail -"$1"
+  tally soak "$out"
+}
+# The PyTorch oracle tests; $1 lines of each report shown.
+run_torch() {
+  if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    echo "python3-torch is not installed: PyTorch oracle tests skipped"
+    return 0
+  fi
+  local t out
+  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt test_jvp:jvp; do
+    out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
+    echo "$out" | tail -"$1"
+    tally "${t##*:}" "$out"
+  done
+}
 
 scripts/deps.sh || exit 1
 scripts/build.sh || exit 1
@@ -43,12 +83,7 @@ note "pg_regress"
 scripts/pg.sh start || exit 1
 trap 'scripts/pg.sh stop' EXIT
 eval "$(scripts/pg.sh env)"
-make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress.log | grep -E "^(ok|not ok|test|#)|tests" || true
-p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress.log)
-f=$(grep -cE "FAILED|^not ok " build/regress.log)
-passed=$((passed + p))
-failed=$((failed + f))
-[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+run_regress regress.log
 
 note "a session that has not loaded ddx: a clear error, then the right answer"
 DATA=${DDX_PGDATA:-/tmp/ddx-pg-$(id -u)}
@@ -67,28 +102,17 @@ sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'ddx'/" "$DA
 scripts/pg.sh restart
 
 note "soak: generated loss queries against finite differences and metamorphic relations"
-out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
-echo "$out" | tail -15
-p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+run_soak 15
 
 note "faults and concurrency"
 out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/faults.py 2>&1)
 echo "$out"
-p=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-f=$(echo "$out" | sed -n 's/^faults: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+tally faults "$out"
 
 note "golden snapshots: the gradient programs of the bench workloads and the GPT"
 out=$(PGDATABASE=postgres /usr/bin/python3 test/golden/programs.py 2>&1)
 echo "$out" | tail -3
-p=$(echo "$out" | sed -n 's/^golden: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-f=$(echo "$out" | sed -n 's/^golden: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+tally golden "$out"
 
 note "pg_regress under valgrind memcheck"
 if [ "${DDX_SKIP_VALGRIND:-}" = 1 ]; then
@@ -103,61 +127,19 @@ fi
 eval "$(scripts/pg.sh env)"
 
 note "PyTorch oracle tests"
-if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt test_jvp:jvp; do
-    out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
-    echo "$out"
-    tag=${t##*:}
-    p=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p")
-    f=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p")
-    passed=$((passed + ${p:-0}))
-    failed=$((failed + ${f:-1}))
-  done
-else
-  echo "python3-torch is not installed: PyTorch oracle tests skipped"
-fi
+run_torch 1000
 
 note "again with the contraction node in every query (ddx.contraction = all): pg_regress, soak, PyTorch oracles"
 export PGOPTIONS="-c ddx.contraction=all"
-make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress_node.log | grep -E "^(not ok|test|#)|tests" || true
-p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress_node.log)
-f=$(grep -cE "FAILED|^not ok " build/regress_node.log)
-passed=$((passed + p))
-failed=$((failed + f))
-[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
-out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
-echo "$out" | tail -2
-p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
-if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  for t in test_models:torch test_optim:optim test_attention_steps:attention test_gpt:gpt test_jvp:jvp; do
-    out=$(/usr/bin/python3 "test/torch/${t%%:*}.py" 2>&1)
-    tag=${t##*:}
-    echo "$out" | tail -1
-    p=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p")
-    f=$(echo "$out" | sed -n "s/^$tag: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p")
-    passed=$((passed + ${p:-0}))
-    failed=$((failed + ${f:-1}))
-  done
-fi
+run_regress regress_node.log
+run_soak 2
+run_torch 1
 unset PGOPTIONS
 
 note "again with the contraction node off (ddx.contraction = off): pg_regress, soak"
 export PGOPTIONS="-c ddx.contraction=off"
-make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee build/regress_off.log | grep -E "^(not ok|test|#)|tests" || true
-p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " build/regress_off.log)
-f=$(grep -cE "FAILED|^not ok " build/regress_off.log)
-passed=$((passed + p))
-failed=$((failed + f))
-[ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
-out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/soak.py --queries "${DDX_SOAK_QUERIES:-150}" --seed 20261130 2>&1)
-echo "$out" | tail -2
-p=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-f=$(echo "$out" | sed -n 's/^soak: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+run_regress regress_off.log
+run_soak 2
 unset PGOPTIONS
 
 note "Citus: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source)"
@@ -173,10 +155,7 @@ else
   tail -1 build/citus.log
   out=$(eval "$(scripts/citus.sh env)" && /usr/bin/python3 test/citus/test_citus.py 2>&1)
   echo "$out"
-  p=$(echo "$out" | sed -n 's/^citus: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
-  f=$(echo "$out" | sed -n 's/^citus: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-1}))
+  tally citus "$out"
 fi
 scripts/citus.sh stop
 

@@ -46,6 +46,16 @@ std::vector<bool> WindowActivity(const Rel &r, const Inputs &in) {
   return act;
 }
 
+// A window call over the input region's columns i.c<j>, in window w.
+std::string WindowCall(const WinCall &w, const std::string &frame) {
+  std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg);
+  AggFlow flow = FlowOf(w.fn);
+  if (flow == AggFlow::Shifted)
+    return w.fn + "(" + arg + ", " + w.offset + (w.dflt >= 0 ? ", i." + C(w.dflt) : "") + ") OVER w";
+  if (flow == AggFlow::Rank) return w.fn + "() OVER w";
+  return w.fn + "(" + arg + ") OVER (w " + frame + ")";
+}
+
 std::string WindowForward(const Pass &p, const Rel &rel) {
   const Rel *r = &rel;
   std::string sql;
@@ -68,15 +78,8 @@ std::string WindowForward(const Pass &p, const Rel &rel) {
   std::vector<std::string> cols{"row_number() OVER () AS rid", "i.*"};
   for (size_t k = 0; k < r->wins.size(); k++) {
     const WinCall &w = r->wins[k];
-    std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg), v;
-    AggFlow flow = FlowOf(w.fn);
-    if (flow == AggFlow::Shifted)
-      v = w.fn + "(" + arg + ", " + w.offset + (w.dflt >= 0 ? ", i." + C(w.dflt) : "") + ") OVER w";
-    else if (flow == AggFlow::Rank)
-      v = w.fn + "() OVER w";
-    else
-      v = w.fn + "(" + arg + ") OVER (w " + frame + ")";
-    cols.push_back(v + " AS " + C(n + static_cast<int>(k)));
+    std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg);
+    cols.push_back(WindowCall(w, frame) + " AS " + C(n + static_cast<int>(k)));
     if (Counted(w.fn)) cols.push_back("count(" + arg + ") OVER (w " + frame + ") AS n" + std::to_string(k));
   }
   cols.push_back("row_number() OVER w AS pos");
@@ -187,15 +190,9 @@ std::string WindowTangent(const Pass &p, const Rel &rel) {
   }
   for (size_t k = 0; k < r->wins.size(); k++) {
     const WinCall &w = r->wins[k];
-    std::string arg = w.arg < 0 ? "*" : "i." + C(w.arg), v, o = std::to_string(n + static_cast<int>(k));
+    std::string o = std::to_string(n + static_cast<int>(k));
     AggFlow flow = FlowOf(w.fn);
-    if (flow == AggFlow::Shifted)
-      v = w.fn + "(" + arg + ", " + w.offset + (w.dflt >= 0 ? ", i." + C(w.dflt) : "") + ") OVER w";
-    else if (flow == AggFlow::Rank)
-      v = w.fn + "() OVER w";
-    else
-      v = w.fn + "(" + arg + ") OVER (w " + frame + ")";
-    cols.push_back(v + " AS c" + o);
+    cols.push_back(WindowCall(w, frame) + " AS c" + o);
     if (!act[n + k]) continue;
     if (flow == AggFlow::Linear)
       tans.push_back(w.fn + "(" + tan(w.arg) + ") OVER (w " + frame + ") AS t" + o);
