@@ -60,6 +60,12 @@ GRANT EXECUTE ON FUNCTION ddx_grad_at(text, int4, oid, tid, bool) TO PUBLIC;
 -- variables, SQL-function arguments): their values follow, the program's $1 ....
 CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- The same for a row identified by its primary key (a parameter in a Citus
+-- table): the table and ROW(key columns)::text in place of (tableoid, ctid).
+CREATE FUNCTION ddx_grad_key(text, int4, oid, text, bool) RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_grad_key(text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
+  AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- stop_gradient(x) is x, held constant by the backward pass.
 CREATE FUNCTION stop_gradient(float8) RETURNS float8
@@ -450,6 +456,8 @@ DECLARE
   nm text;
   n int := 0;
   dead regclass;
+  dmethod text;
+  dmodel text;
 BEGIN
   IF NOT pg_has_role(session_user, trainer, 'MEMBER') THEN
     RAISE EXCEPTION 'role % may not act as role %', session_user, trainer USING ERRCODE = '42501';
@@ -504,6 +512,25 @@ BEGIN
                  format('ddx optimizer state of %s for role %s: run = _ddx.run.id, col = the parameter column, '
                         'k1.. = its primary key (%s)', t, trainer, array_to_string(want, ', ')));
   EXECUTE format('ALTER TABLE %s OWNER TO %s', st, trainer);
+  -- On Citus, the state is placed like its parameters: a reference table's
+  -- beside every placement of it, so that a step updates both in one
+  -- distributed transaction (two-phase commit), and a table Citus manages on
+  -- the coordinator's as one too. (pg_dist_partition exists only with Citus.)
+  IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+    EXECUTE 'SELECT p.partmethod::text, p.repmodel::text FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+      INTO dmethod, dmodel USING t;
+    IF dmodel = 't' THEN
+      EXECUTE 'SELECT pg_catalog.create_reference_table($1)' USING st;
+    ELSIF dmethod = 'n' THEN
+      EXECUTE 'SELECT pg_catalog.citus_add_local_table_to_metadata($1)' USING st;
+      st := format('_ddx.%I', nm)::regclass;  -- Citus made the table a shard and put a new one in its place
+    ELSIF dmethod IS NOT NULL THEN
+      RAISE EXCEPTION 'ddx does not take parameters from a distributed table yet: % is a Citus distributed table', t
+        USING ERRCODE = '0A000',
+              HINT = 'Keep parameters in a reference table (create_reference_table) or a table of the coordinator; '
+                     'the data the loss reads may be distributed.';
+    END IF;
+  END IF;
   INSERT INTO _ddx.state_table VALUES (t, trainer, st, want);
   RETURN st;
 END $$;
@@ -553,13 +580,17 @@ CREATE FUNCTION _ddx.run_prune(run_name text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   st regclass;
+  pcol text;
+  plast int;
   run_id int := (SELECT r.id FROM _ddx.run r WHERE r.name = run_name);
 BEGIN
-  FOR st IN SELECT s.state FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
-             WHERE r.id = run_id AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = s.state) LOOP
-    EXECUTE format('DELETE FROM %s s USING _ddx.run_param p JOIN _ddx.state_table t ON t.param = p.param '
-                   'WHERE t.state = $2 AND p.run = $1 AND s.run = $1 AND s.col = p.col AND s.at < p.last_step', st)
-      USING run_id, st;
+  -- one statement per column, reading run_param here: on Citus, a state
+  -- table placed like its reference table may not be joined to a local one
+  FOR st, pcol, plast IN
+      SELECT s.state, p.col::text, p.last_step FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
+        JOIN _ddx.run_param p ON p.run = r.id AND p.param = s.param
+       WHERE r.id = run_id AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = s.state) LOOP
+    EXECUTE format('DELETE FROM %s s WHERE s.run = $1 AND s.col = $2 AND s.at < $3', st) USING run_id, pcol, plast;
   END LOOP;
 END $$;
 
@@ -850,21 +881,20 @@ BEGIN
       gsel := gsel || format('t.%I AS k%s, ', t.keys[k], k);
     END LOOP;
     dsel := '{}';
-    lcase := 'CASE s.col';
+    -- d.last: the run step the column was last stepped at (ddx_l<i>, read
+    -- once per execution, in a CTE of its own: on Citus, a local table may
+    -- not be read inside a statement that updates a Citus table)
+    lcase := 'd.last';
     FOR j IN 1 .. nc LOOP
       gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
       norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
-      -- the run step the column was last stepped at, read once per execution
-      lcase := lcase || format(' WHEN %1$L THEN (SELECT p.last_step FROM _ddx.run_param p WHERE p.run = $2 '
-                               'AND p.param = %2$s::pg_catalog.oid::pg_catalog.regclass AND p.col = %1$L)',
-                               t.cols[j], t.tbl::oid);
       -- the gradient applied: clipped, plus the L2 term (Adam, SGD) where the column decays
-      dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d FROM ddx_g%s g, ddx_scale c '
+      dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d, l.last_step AS last '
+                             'FROM ddx_g%s g CROSS JOIN ddx_scale c LEFT JOIN ddx_l%s l ON l.col = %2$L '
                              'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
                              CASE WHEN opt <> 'adamw' AND t.decay[j] AND decays
-                                  THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, j);
+                                  THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
     END LOOP;
-    lcase := lcase || ' END';
     gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
     IF NOT stateful THEN
       -- SGD without momentum keeps no state: p -= lr * (clipped gradient + L2 term)
@@ -878,6 +908,8 @@ BEGIN
       CONTINUE;
     END IF;
     st := _ddx.state_table_for(t.tbl, run_owner);
+    ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
+                           'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
     ctes := ctes || format('ddx_d%s AS (%s)', nt, array_to_string(dsel, ' UNION ALL '));
     -- state: rows stepped before are updated (a HOT update: no key changes),
     -- rows new to the run inserted (a row not stepped the last time its
@@ -1230,7 +1262,7 @@ BEGIN
   FOR prog IN
     SELECT DISTINCT replace(m[1], '''''', '''')
       FROM jsonb_path_query(plan, 'strict $.**.Output[*]') o(v),
-           regexp_matches(o.v #>> '{}', 'ddx_grad_at\(''((?:[^'']|'''')*)''::text', 'g') m
+           regexp_matches(o.v #>> '{}', 'ddx_grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
   LOOP
     p := p + 1;
     parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');

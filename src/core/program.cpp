@@ -100,19 +100,23 @@ Program Gradient(Pass &p) {
     if (!p.mat.count(r) || !p.MakeCotangent(r, ctes)) continue;
     RuleOf(*r).reverse(p, *r, steps);
   }
-  finals.push_back("SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM " + p.F(L));
+  finals.push_back(
+      "SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM " +
+      p.F(L));
   // the loss's value, for ddx_value(loss): from this same pass
-  finals.push_back("SELECT NULL::oid, NULL::tid, " + std::to_string(kLossValue) + ", c0::float8 FROM " + p.F(L));
+  finals.push_back("SELECT NULL::oid, NULL::tid, " + std::to_string(kLossValue) + ", c0::float8, NULL::text FROM " +
+                   p.F(L));
   // pidx = -3: rows whose window values depend on how PostgreSQL orders
   // ties (the runner refuses the gradient when there are any).
   for (const Rel *r : p.order)
     if (r->kind == RelKind::Window && OrderSensitive(r))
-      finals.push_back("SELECT NULL::oid, NULL::tid, -3, count(*)::float8 FROM " + p.F(r) + " WHERE tie > 0");
+      finals.push_back("SELECT NULL::oid, NULL::tid, -3, count(*)::float8, NULL::text FROM " + p.F(r) +
+                       " WHERE tie > 0");
   Program prog;
   prog.forward_steps = nforward;
   prog.backward_steps = static_cast<int>(ctes.size()) - nforward;
-  std::string tail = "\nSELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g FROM (\n" +
-                     Join(finals, "\nUNION ALL\n") + "\n) z GROUP BY z.toid, z.tid, z.pidx";
+  std::string tail = "\nSELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (\n" +
+                     Join(finals, "\nUNION ALL\n") + "\n) z GROUP BY z.toid, z.tid, z.pidx, z.key";
   Stream(ctes, nforward, tail);
   prog.sql = "WITH " + Join(ctes, ",\n") + tail;
   return prog;
@@ -152,11 +156,18 @@ Program BuildGradientProgram(const RelP &loss) {
 // it gets them unfenced (the fences would be projections in its IR).
 std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use) {
   core::Pass p(out, &tangents);
+  for (const Rel *r : p.order)
+    if (r->citus)
+      throw Error(sqlstate::kFeatureNotSupported,
+                  "jvp and hvp do not run over Citus tables yet: the output reads " + r->table,
+                  "Reverse mode (grad, vjp, the optimizers, ddx_train) does.",
+                  "Take the derivative with grad or vjp, or run jvp over plain tables.");
   std::vector<std::string> ctes;
   for (const Rel *r : p.order) {
     if (!p.mat.count(r) || p.direct.count(r)) continue;
     std::string step = core::RuleOf(*r).tangent(p, *r);
-    ctes.push_back(p.F(r) + " AS (" + (use == TangentUse::Run ? "SELECT * FROM (" + step + ") s OFFSET 0" : step) + ")");
+    ctes.push_back(p.F(r) + " AS (" + (use == TangentUse::Run ? "SELECT * FROM (" + step + ") s OFFSET 0" : step) +
+                   ")");
   }
   const std::vector<bool> &act = p.active.at(out.get());
   std::vector<std::string> cols;

@@ -32,6 +32,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_extension.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -67,10 +68,12 @@ struct DdxOids {
   Oid value;
   Oid grad_at;
   Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
-  Oid jvp;             // jvp(out.col, VARIADIC text[]): forward mode
-  Oid hvp;             // hvp(loss, t.col, VARIADIC text[]): H·v, the gradient of a jvp
-  Oid jvp_at;          // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
-  Oid jvp_rows;        // ddx_jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
+  Oid grad_key;        // ddx_grad_key(text, int4, oid, text, bool): a row identified by primary key
+  Oid grad_key_params;
+  Oid jvp;       // jvp(out.col, VARIADIC text[]): forward mode
+  Oid hvp;       // hvp(loss, t.col, VARIADIC text[]): H·v, the gradient of a jvp
+  Oid jvp_at;    // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
+  Oid jvp_rows;  // ddx_jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
   Oid jvp_rows_params;
   Oid stop[2];
 };
@@ -109,6 +112,11 @@ bool LookupOids() {
       o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
       Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
       o.grad_at_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 6, atp, true);
+      Oid key[5] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID};
+      o.grad_key = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_key"))), 5, key, true);
+      Oid keyp[6] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID, ANYOID};
+      o.grad_key_params =
+          LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_key"))), 6, keyp, true);
       Oid jv[2] = {ANYOID, TEXTARRAYOID};
       o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
       Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};
@@ -169,6 +177,8 @@ struct GradCall {
   Index base_varno = 0;  // the table's RTE, after join aliases
   Oid relid = InvalidOid;
   std::string attname;
+  bool keyed = false;  // a Citus table: the row is identified by its primary key
+  std::vector<AttrNumber> key_attnos;
   int group = -1;
   int pidx = -1;
 };
@@ -253,7 +263,8 @@ void ResolveParam(GradCall &call) {
                 "Gradients are taken with respect to float8 or float4 columns.",
                 "Cast the column's type to double precision, or choose a float column.", call.fe->location);
   }
-  RefuseCitusTable(rte->relid, Str(PgCall([&] { return get_rel_name(rte->relid); })), "the parameter's table");
+  call.keyed = CitusParameterTable(rte->relid, Str(PgCall([&] { return get_rel_name(rte->relid); })));
+  if (call.keyed) call.key_attnos = PrimaryKeyAttnos(rte->relid);
   call.base_varno = varno;
   call.relid = rte->relid;
   call.attname = Str(PgCall([&] { return get_attname(rte->relid, attno, false); }));
@@ -841,6 +852,40 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
         toid = (Node *)makeConst(OIDOID, -1, InvalidOid, 4, ObjectIdGetDatum(InvalidOid), false, true);
         ctid = (Node *)makeConst(TIDOID, -1, InvalidOid, sizeof(ItemPointerData), PointerGetDatum(none), false, false);
         isnull = (Node *)makeBoolConst(false, false);
+      } else if (call.keyed) {
+        // ROW(the primary key's columns in attribute order)::text, as the
+        // program writes a Citus table's row (see CitusParameterTable); the
+        // table itself, not the tableoid of whichever shard the row is read from
+        Var *v = call.param;
+        if (!OidIsValid(oids.grad_key) || !OidIsValid(oids.grad_key_params))
+          ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                          errmsg("ddx's SQL objects are older than its library"),
+                          errhint("DROP EXTENSION ddx and CREATE EXTENSION ddx again.")));
+        RowExpr *row = makeNode(RowExpr);
+        row->row_typeid = RECORDOID;
+        row->row_format = COERCE_IMPLICIT_CAST;
+        row->location = -1;
+        for (AttrNumber a : call.key_attnos) {
+          Oid type, coll;
+          int32 typmod;
+          get_atttypetypmodcoll(call.relid, a, &type, &typmod, &coll);
+          row->args = lappend(row->args, makeVar(call.base_varno, a, type, typmod, coll, v->varlevelsup));
+          row->colnames = lappend(row->colnames, makeString(get_attname(call.relid, a, false)));
+        }
+        CoerceViaIO *io = makeNode(CoerceViaIO);
+        io->arg = (::Expr *)row;
+        io->resulttype = TEXTOID;
+        io->resultcollid = DEFAULT_COLLATION_OID;
+        io->coerceformat = COERCE_EXPLICIT_CAST;
+        io->location = -1;
+        toid = (Node *)makeConst(OIDOID, -1, InvalidOid, 4, ObjectIdGetDatum(call.relid), false, true);
+        ctid = (Node *)io;
+        NullTest *nt = makeNode(NullTest);
+        nt->arg = (::Expr *)copyObjectImpl(v);
+        nt->nulltesttype = IS_NULL;
+        nt->argisrow = false;
+        nt->location = -1;
+        isnull = (Node *)nt;
       } else {
         Var *v = call.param;
         toid = (Node *)makeVar(call.base_varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, v->varlevelsup);
@@ -852,7 +897,10 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
         nt->location = -1;
         isnull = (Node *)nt;
       }
-      fe->funcid = extern_params[call.group].empty() ? oids.grad_at : oids.grad_at_params;
+      if (call.keyed && !call.value)
+        fe->funcid = extern_params[call.group].empty() ? oids.grad_key : oids.grad_key_params;
+      else
+        fe->funcid = extern_params[call.group].empty() ? oids.grad_at : oids.grad_at_params;
       fe->funcresulttype = FLOAT8OID;
       fe->funcretset = false;
       fe->funcvariadic = false;

@@ -55,12 +55,14 @@ extern "C" {
 #include "utils/guc.h"
 #include "lib/stringinfo.h"
 #include "utils/hsearch.h"
+#include "common/hashfn.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(ddx_grad);
 PG_FUNCTION_INFO_V1(ddx_grad_at);
+PG_FUNCTION_INFO_V1(ddx_grad_key);
 PG_FUNCTION_INFO_V1(ddx_stop_gradient);
 PG_FUNCTION_INFO_V1(ddx_jvp_rows);
 }
@@ -80,6 +82,31 @@ struct GradEntry {
   double g;
 };
 
+// A gradient of a row identified by its primary key (a Citus table's row:
+// the program's column `key`, ROW(key columns)::text), hashed by its text.
+struct KeyedGrad {
+  Oid toid;
+  int32 pidx;
+  const char *key;  // in the result's context
+};
+
+struct KeyedEntry {
+  KeyedGrad key;
+  double g;
+};
+
+uint32 HashKeyed(const void *k, Size) {
+  const KeyedGrad *x = (const KeyedGrad *)k;
+  uint32 h = hash_bytes((const unsigned char *)x->key, (int)strlen(x->key));
+  h = hash_combine(h, hash_uint32(x->toid));
+  return hash_combine(h, hash_uint32((uint32)x->pidx));
+}
+
+int MatchKeyed(const void *a, const void *b, Size) {
+  const KeyedGrad *x = (const KeyedGrad *)a, *y = (const KeyedGrad *)b;
+  return x->toid == y->toid && x->pidx == y->pidx && strcmp(x->key, y->key) == 0 ? 0 : 1;
+}
+
 // A program's result for one execution (allocated in that execution's context).
 struct ExecResult {
   MemoryContext owner;
@@ -91,6 +118,7 @@ struct ExecResult {
   int16 *typlens;
   bool *typbyvals;
   HTAB *grads;
+  HTAB *keyed;       // KeyedEntry, or NULL when no row is identified by key
   bool loss_isnull;  // the loss's value, for ddx_value(loss)
   double loss;
   MemoryContextCallback cb;
@@ -281,7 +309,30 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
       out->loss = g;
       continue;
     }
-    if (n_toid || n_tid || pidx < 0) continue;
+    if (n_toid || pidx < 0) continue;
+    if (n_tid) {  // identified by key (or no row at all)
+      bool n_key;
+      Datum d_key = td->natts >= 5 ? SPI_getbinval(tup, td, 5, &n_key) : (Datum)0;
+      if (td->natts < 5 || n_key) continue;
+      if (!out->keyed) {
+        HASHCTL kc;
+        memset(&kc, 0, sizeof kc);
+        kc.keysize = sizeof(KeyedGrad);
+        kc.entrysize = sizeof(KeyedEntry);
+        kc.hash = HashKeyed;
+        kc.match = MatchKeyed;
+        kc.hcxt = owner;
+        out->keyed =
+            hash_create("ddx keyed gradients", 64, &kc, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+      }
+      KeyedGrad k;
+      k.toid = DatumGetObjectId(d_toid);
+      k.pidx = pidx;
+      k.key = MemoryContextStrdup(owner, TextDatumGetCString(d_key));
+      KeyedEntry *e = (KeyedEntry *)hash_search(out->keyed, &k, HASH_ENTER, NULL);
+      e->g = g;
+      continue;
+    }
     GradKey key;
     memset(&key, 0, sizeof key);
     key.toid = DatumGetObjectId(d_toid);
@@ -356,33 +407,47 @@ Datum ddx_grad(PG_FUNCTION_ARGS) {
   PG_RETURN_NULL();
 }
 
+}  // extern "C"
+
+namespace {
+
+// This execution's result of the program that a grad_at/grad_key call names
+// (run on first use; see the file comment).
+ExecResult *ResultFor(FunctionCallInfo fcinfo) {
+  ExecResult *r = (ExecResult *)fcinfo->flinfo->fn_extra;
+  if (r && (PG_NARGS() <= 5 || SameParams(fcinfo, r))) return r;
+  MemoryContext owner = fcinfo->flinfo->fn_mcxt;
+  char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  for (r = exec_results; r; r = r->next)
+    if (r->owner == owner && strcmp(r->sql, sql) == 0 && SameParams(fcinfo, r)) break;
+  if (!r) {
+    ExecResult result;
+    memset(&result, 0, sizeof result);
+    TakeParams(fcinfo, owner, &result);
+    RunProgram(sql, owner, &result);
+    r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
+    *r = result;
+    r->owner = owner;
+    r->sql = MemoryContextStrdup(owner, sql);
+    r->cb.func = ForgetResult;
+    r->cb.arg = r;
+    MemoryContextRegisterResetCallback(owner, &r->cb);
+    r->next = exec_results;
+    exec_results = r;
+  }
+  pfree(sql);
+  fcinfo->flinfo->fn_extra = r;
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
 Datum ddx_grad_at(PG_FUNCTION_ARGS) {
   if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
   if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
-  ExecResult *r = (ExecResult *)fcinfo->flinfo->fn_extra;
-  if (!r || (PG_NARGS() > 5 && !SameParams(fcinfo, r))) {
-    MemoryContext owner = fcinfo->flinfo->fn_mcxt;
-    char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
-    for (r = exec_results; r; r = r->next)
-      if (r->owner == owner && strcmp(r->sql, sql) == 0 && SameParams(fcinfo, r)) break;
-    if (!r) {
-      ExecResult result;
-      memset(&result, 0, sizeof result);
-      TakeParams(fcinfo, owner, &result);
-      RunProgram(sql, owner, &result);
-      r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
-      *r = result;
-      r->owner = owner;
-      r->sql = MemoryContextStrdup(owner, sql);
-      r->cb.func = ForgetResult;
-      r->cb.arg = r;
-      MemoryContextRegisterResetCallback(owner, &r->cb);
-      r->next = exec_results;
-      exec_results = r;
-    }
-    pfree(sql);
-    fcinfo->flinfo->fn_extra = r;
-  }
+  ExecResult *r = ResultFor(fcinfo);
   if (PG_GETARG_INT32(1) == ddx::kLossValue) {  // ddx_value(loss)
     if (r->loss_isnull) PG_RETURN_NULL();
     PG_RETURN_FLOAT8(r->loss);
@@ -393,6 +458,23 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
   key.tid = *(ItemPointer)PG_GETARG_POINTER(3);
   key.pidx = PG_GETARG_INT32(1);
   GradEntry *e = (GradEntry *)hash_search(r->grads, &key, HASH_FIND, NULL);
+  PG_RETURN_FLOAT8(e ? e->g : 0.0);
+}
+
+// ddx_grad_key(program, pidx, table, key, value_is_null [, p1, ...]): grad
+// of a row that the program identifies by primary key (a Citus table's:
+// key is ROW(key columns in attribute order)::text, as in the program).
+Datum ddx_grad_key(PG_FUNCTION_ARGS) {
+  if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
+  ExecResult *r = ResultFor(fcinfo);
+  if (!r->keyed) PG_RETURN_FLOAT8(0.0);
+  KeyedGrad key;
+  key.toid = PG_GETARG_OID(2);
+  key.pidx = PG_GETARG_INT32(1);
+  key.key = text_to_cstring(PG_GETARG_TEXT_PP(3));
+  KeyedEntry *e = (KeyedEntry *)hash_search(r->keyed, &key, HASH_FIND, NULL);
+  pfree((void *)key.key);
   PG_RETURN_FLOAT8(e ? e->g : 0.0);
 }
 

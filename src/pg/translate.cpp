@@ -12,6 +12,7 @@ extern "C" {
 #include "access/table.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
@@ -437,19 +438,52 @@ std::string CitusTableKind(Oid relid) {
   return "table managed by Citus";
 }
 
-// Until ddx identifies rows independently of where they are stored, a loss
-// may not read a Citus table: a program planned by Citus reads shards, whose
-// rows' (tableoid, ctid) are not the table's (a reference table's gradient
-// came out 0 for every row) and whose ctids repeat from shard to shard.
+// Forward mode (jvp, hvp) does not run over Citus tables yet: its tangent
+// query would be planned by Citus as a whole, and joins parameter rows to
+// their tangents in ways Citus has not been shown to run exactly.
 void RefuseCitusTable(Oid relid, const std::string &name, const std::string &role) {
   std::string kind = CitusTableKind(relid);
   if (kind.empty()) return;
   throw Error(sqlstate::kFeatureNotSupported,
-              "ddx does not differentiate over Citus tables yet: " + role + " " + name + " is a Citus " + kind,
-              "ddx identifies a row by its physical position, which a Citus table's shards do not keep; a gradient "
-              "through them would be wrong.",
-              "Train on plain tables: copy what the loss reads (CREATE TABLE ... AS SELECT ...), or turn the table "
-              "back into a local one with undistribute_table().");
+              "jvp and hvp do not run over Citus tables yet: " + role + " " + name + " is a Citus " + kind,
+              "Reverse mode (grad, vjp, the optimizers, ddx_train) does.",
+              "Take the derivative with grad or vjp, or run jvp over plain tables (CREATE TABLE ... AS SELECT ...).");
+}
+
+std::vector<AttrNumber> PrimaryKeyAttnos(Oid relid) {
+  return PgCall([&] {
+    std::vector<AttrNumber> out;
+    Oid constraint = InvalidOid;
+    Bitmapset *keys = get_primary_key_attnos(relid, false, &constraint);
+    int i = -1;
+    while ((i = bms_next_member(keys, i)) >= 0) out.push_back(i + FirstLowInvalidHeapAttributeNumber);
+    return out;
+  });
+}
+
+// A parameter's table on Citus: a reference table or a table that Citus
+// manages on the coordinator, identified by its primary key (its placements
+// do not share ctids). Parameters in a distributed table are refused: a
+// statement over one runs on the workers, grad's call with it.
+bool CitusParameterTable(Oid relid, const std::string &name) {
+  std::string kind = CitusTableKind(relid);
+  if (kind.empty()) return false;
+  if (kind == "distributed table")
+    throw Error(sqlstate::kFeatureNotSupported,
+                "ddx does not take parameters from a distributed table yet: " + name + " is a Citus " + kind,
+                "A statement over a distributed table runs on the workers, and grad's call with it.",
+                "Keep parameters in a reference table (create_reference_table) or a table of the coordinator; "
+                "the data the loss reads may be distributed.");
+  if (PgCall([&] { return get_rel_relkind(relid); }) != RELKIND_RELATION)
+    throw Error(sqlstate::kFeatureNotSupported,
+                "ddx does not take parameters from a partitioned Citus table yet: " + name + " is one");
+  if (PrimaryKeyAttnos(relid).empty())
+    throw Error(sqlstate::kFeatureNotSupported,
+                "the parameter's table " + name + " is a Citus " + kind + " without a primary key",
+                "On Citus, ddx identifies a parameter row by its primary key: the table's placements do not keep "
+                "rows at the same physical positions.",
+                "Add a primary key: ALTER TABLE " + name + " ADD PRIMARY KEY (...).");
+  return true;
 }
 
 Translator::Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids)
@@ -487,11 +521,15 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
   if (rte->tablesample) Refuse("TABLESAMPLE in the loss");
   RelP r = NewRel(RelKind::Scan);
   r->table = Qualified(raw.nsp, raw.name);
-  RefuseCitusTable(rte->relid, r->table, "the loss reads");
   r->only = !rte->inh;
   // A plain table or materialized view without inheritance children is read
-  // in place by the program, its rows identified by ctid alone.
-  r->single = (raw.relkind == RELKIND_RELATION || raw.relkind == RELKIND_MATVIEW) &&
+  // in place by the program, its rows identified by ctid alone. A Citus
+  // table never is: the program reads it through a saved copy, whose rid
+  // Citus computes on the coordinator (a shard's ctids repeat from shard to
+  // shard), and which leaves the rest of the program over intermediate
+  // results, which Citus runs without its restrictions on subqueries.
+  r->citus = !CitusTableKind(rte->relid).empty();
+  r->single = !r->citus && (raw.relkind == RELKIND_RELATION || raw.relkind == RELKIND_MATVIEW) &&
               (r->only || !PgCall([&] { return has_subclass(rte->relid); }));
   // Every live column, in attribute order (attno_to_col is derived the same way).
   struct Att {
@@ -526,6 +564,11 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
       if (matches[p] && params_[p].attname == Str(att.name)) param = static_cast<int>(p);
     r->param.push_back(param);
   }
+  bool has_param = false;
+  for (int p : r->param) has_param = has_param || p >= 0;
+  if (r->citus && has_param && CitusParameterTable(rte->relid, r->table))
+    for (AttrNumber a : PrimaryKeyAttnos(rte->relid))
+      r->identity.push_back(r->names.at(static_cast<size_t>(attno_to_col->at(a))));
   return r;
 }
 

@@ -1,12 +1,20 @@
 #!/usr/bin/python3
 """ddx on Citus (scripts/citus.sh start: a coordinator and two workers).
 
-What holds today: never silently wrong. A loss that reads a Citus table
-(distributed, reference or managed by Citus), a parameter in one, and every
-optimizer and ddx_train over them are refused with 0A000 and a hint, and
-nothing is written or left behind; the same model over plain tables of the
-coordinator, with Citus loaded, gives the closed-form gradient. (Before,
-grad over a reference table's parameters returned 0 for every row.)
+What holds: grad, vjp, ddx_backward, the optimizers (SGD with momentum,
+AdamW), ddx_state and ddx_train give the numbers the same data gives in
+plain tables (1e-10 relative), with the data in distributed tables
+(co-located with each other or not, distributed by the sample or by the
+feature) or reference tables, and the parameters in reference tables, in
+plain tables of the coordinator or in tables Citus manages there. A linear
+model's gradient is also checked against its closed form. Optimizer state is
+placed like its parameters (a reference table's state is a reference table).
+What ddx cannot do yet on Citus is refused with 0A000 and a hint, nothing
+written: parameters in a distributed table, a Citus parameter table without a
+primary key, and forward mode (jvp).
+
+The plain tables are the oracle world: ddx's gradients there are checked
+against finite differences and PyTorch by the other suites.
 
 Closes with "citus: N passed, N failed".
 """
@@ -33,42 +41,140 @@ def refused(cur, name, sql, args=None, mention="Citus"):
     """The statement fails with 0A000, naming Citus, with a hint."""
     try:
         cur.execute(sql, args)
-        if cur.description:
-            got = cur.fetchall()
-        else:
-            got = None
+        got = cur.fetchall() if cur.description else None
         report(name, False, f"answered {str(got)[:200]}")
     except psycopg2.Error as e:
         ok = e.pgcode == "0A000" and mention in str(e.pgerror) and bool(e.diag.message_hint)
         report(name, ok, f"{e.pgcode}: {str(e.pgerror).strip()[:300]}")
 
 
-# The README's linear regression: x(s, f, val) features, y(s, val) targets,
-# w(f, val) weights; loss = sum over s of (sum_f x.val * w.val - y.val)^2.
-LOSS = """WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {x} x JOIN {w} w ON w.f = x.f GROUP BY x.s),
+def rel_err(got, want):
+    """Largest |got - want| / max(1, |want|) over the union of keys (a key
+    missing on one side counts as infinitely wrong)."""
+    if set(got) != set(want):
+        return float("inf")
+    return max((abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in want), default=0.0)
+
+
+# x(s, f, val) features, y(s, val) targets; a 2-layer MLP with weights
+# w1(f, j, val) (a two-column key) and w2(j, val):
+#   h(s, j) = tanh(sum_f x * w1),  z(s) = sum_j h * w2,  loss = avg((z - y)^2).
+MLP = """WITH h AS (SELECT x.s, w1.j, tanh(sum(x.val * w1.val)) AS h
+               FROM {x} x JOIN {w1} w1 ON w1.f = x.f GROUP BY x.s, w1.j),
+  z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN {w2} w2 ON w2.j = h.j GROUP BY h.s),
+  loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN {y} y ON y.s = z.s)"""
+# The README's linear regression over w2 as weights of x's features 1..3.
+LINEAR = """WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {x} x JOIN {w2} w ON w.j = x.f GROUP BY x.s),
   loss AS (SELECT sum((p.z - y.val) * (p.z - y.val)) AS l FROM pred p JOIN {y} y ON y.s = p.s)"""
-TANH_LOSS = """WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {x} x JOIN {w} w ON w.f = x.f GROUP BY x.s),
-  loss AS (SELECT sum((tanh(p.z) - y.val) * (tanh(p.z) - y.val)) AS l FROM pred p JOIN {y} y ON y.s = p.s)"""
+
+NS, NF, NJ = 60, 3, 4
 
 
-def make_tables(cur, suffix):
+def make_world(cur, sfx):
+    n = {k: k + sfx for k in ("x", "y", "w1", "w2", "cot")}
     cur.execute(f"""
-      DROP TABLE IF EXISTS x{suffix}, y{suffix}, w{suffix} CASCADE;
-      CREATE TABLE x{suffix} (s int, f int, val float8);
-      CREATE TABLE y{suffix} (s int, val float8);
-      CREATE TABLE w{suffix} (f int PRIMARY KEY, val float8);
-      INSERT INTO x{suffix} SELECT s, f, sin(s * 7 + f) FROM generate_series(1, 40) s, generate_series(1, 3) f;
-      INSERT INTO y{suffix} SELECT s, cos(s) FROM generate_series(1, 40) s;
-      INSERT INTO w{suffix} VALUES (1, 0.5), (2, -0.25), (3, 0.75);""")
+      DROP TABLE IF EXISTS {n['x']}, {n['y']}, {n['w1']}, {n['w2']}, {n['cot']} CASCADE;
+      CREATE TABLE {n['x']} (s int, f int, val float8);
+      CREATE TABLE {n['y']} (s int, val float8);
+      CREATE TABLE {n['w1']} (f int, j int, val float8, PRIMARY KEY (f, j));
+      CREATE TABLE {n['w2']} (j int PRIMARY KEY, val float8);
+      CREATE TABLE {n['cot']} (s int, z float8);
+      INSERT INTO {n['x']} SELECT s, f, sin(s * 7 + f) FROM generate_series(1, {NS}) s, generate_series(1, {NF}) f;
+      INSERT INTO {n['y']} SELECT s, cos(s) FROM generate_series(1, {NS}) s;
+      INSERT INTO {n['w1']} SELECT f, j, 0.3 * sin(f * 5 + j * 3) FROM generate_series(1, {NF}) f, generate_series(1, {NJ}) j;
+      INSERT INTO {n['w2']} SELECT j, 0.5 * cos(j * 2) FROM generate_series(1, {NJ}) j;
+      INSERT INTO {n['cot']} SELECT s, sin(s) FROM generate_series(1, {NS}) s;""")
+    return n
 
 
-def closed_form(cur, suffix):
-    """dL/dw_f = sum_s 2 (z_s - y_s) x_sf, from the plain tables."""
-    cur.execute(f"""
-      WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x{suffix} x JOIN w{suffix} w ON w.f = x.f GROUP BY x.s)
-      SELECT x.f, sum(2 * (z.z - y.val) * x.val) FROM x{suffix} x JOIN z ON z.s = x.s JOIN y{suffix} y ON y.s = x.s
-      GROUP BY x.f ORDER BY x.f""")
-    return dict(cur.fetchall())
+def grads(cur, model, n, table, key):
+    cur.execute(model.format(**n) + f" SELECT {key}, grad('loss', t.val) FROM {n[table]} t")
+    return {tuple(r[:-1]): r[-1] for r in cur.fetchall()}
+
+
+def table_dict(cur, name, key, col="val"):
+    cur.execute(f"SELECT {key}, {col} FROM {name}")
+    return {tuple(r[:-1]): r[-1] for r in cur.fetchall()}
+
+
+def citus_kind(cur, name):
+    cur.execute("SELECT partmethod::text || repmodel::text FROM pg_dist_partition WHERE logicalrelid = %s::regclass",
+                (name,))
+    r = cur.fetchone()
+    return r[0] if r else "plain"
+
+
+def check_world(cur, label, n, p):
+    """Everything ddx does in reverse mode, on world n against the plain world p."""
+    for table, key in (("w1", "t.f, t.j"), ("w2", "t.j")):
+        err = rel_err(grads(cur, MLP, n, table, key), grads(cur, MLP, p, table, key))
+        report(f"{label}: MLP grad of {table}.val equals plain tables", err < 1e-10, f"error {err}")
+    vjp = ("WITH h AS (SELECT x.s, w1.j, tanh(sum(x.val * w1.val)) AS h FROM {x} x JOIN {w1} w1 ON w1.f = x.f "
+           "GROUP BY x.s, w1.j), z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN {w2} w2 ON w2.j = h.j GROUP BY h.s), "
+           "c AS (SELECT s, z FROM {cot}) SELECT t.f, t.j, vjp('z', 'c', t.val) FROM {w1} t")
+    cur.execute(vjp.format(**n))
+    got = {tuple(r[:2]): r[2] for r in cur.fetchall()}
+    cur.execute(vjp.format(**p))
+    want = {tuple(r[:2]): r[2] for r in cur.fetchall()}
+    err = rel_err(got, want)
+    report(f"{label}: vjp equals plain tables", err < 1e-10, f"error {err}")
+    loss = MLP + " SELECT l FROM loss"
+    out = {}
+    for world in (n, p):
+        cur.execute("SELECT param, grad_table::text FROM ddx_backward(%s, %s)",
+                    (loss.format(**world), [world["w1"] + ".val", world["w2"] + ".val"]))
+        tabs = dict(cur.fetchall())
+        out[world["w1"]] = {**{("w1",) + k: v for k, v in table_dict(cur, tabs[world["w1"] + ".val"], "f, j", "grad").items()},
+                            **{("w2",) + k: v for k, v in table_dict(cur, tabs[world["w2"] + ".val"], "j", "grad").items()}}
+    err = rel_err(out[n["w1"]], out[p["w1"]])
+    report(f"{label}: ddx_backward's gradient tables equal plain tables", err < 1e-10, f"error {err}")
+
+
+def train_both(cur, label, n, p):
+    """The same optimizer steps on both worlds: losses, parameters and state equal."""
+    steps = [
+        ("SGD with momentum", "SELECT loss FROM ddx_sgd_step(%s, %s, 0.05, momentum => 0.9, state_name => %s)", "sgd"),
+        ("SGD with momentum", "SELECT loss FROM ddx_sgd_step(%s, %s, 0.05, momentum => 0.9, state_name => %s)", "sgd"),
+        ("AdamW", "SELECT loss FROM ddx_adamw_step(%s, %s, 0.01, state_name => %s)", "adamw"),
+        ("AdamW", "SELECT loss FROM ddx_adamw_step(%s, %s, 0.01, state_name => %s)", "adamw"),
+    ]
+    for i, (name, sql, run) in enumerate(steps):
+        losses = []
+        for world in (n, p):
+            cur.execute(sql, ((MLP + " SELECT l FROM loss").format(**world), [world["w1"] + ".val", world["w2"] + ".val"],
+                              run + world["w1"]))
+            losses.append(cur.fetchone()[0])
+        err = max(rel_err(table_dict(cur, n["w1"], "f, j"), table_dict(cur, p["w1"], "f, j")),
+                  rel_err(table_dict(cur, n["w2"], "j"), table_dict(cur, p["w2"], "j")),
+                  abs(losses[0] - losses[1]) / max(1.0, abs(losses[1])))
+        report(f"{label}: {name} step {i % 2 + 1}: loss and parameters equal plain tables", err < 1e-10,
+               f"error {err}")
+    states = []
+    for world in (n, p):
+        cur.execute("SELECT key::text, step, m, v FROM ddx_state(%s, %s)", ("adamw" + world["w1"], world["w1"] + ".val"))
+        states.append({r[0]: r[1:] for r in cur.fetchall()})
+    ok = set(states[0]) == set(states[1]) and len(states[0]) == NF * NJ and all(
+        states[0][k][0] == states[1][k][0] and
+        all(abs(a - b) <= 1e-10 * max(1.0, abs(b)) for a, b in zip(states[0][k][1:], states[1][k][1:]))
+        for k in states[1])
+    report(f"{label}: ddx_state (AdamW's moments) equals plain tables", ok, f"{str(states)[:300]}")
+    cur.execute("SELECT s.state::text FROM _ddx.state_table s WHERE s.param = %s::regclass", (n["w1"],))
+    st = cur.fetchone()[0]
+    kind, want = citus_kind(cur, st), citus_kind(cur, n["w1"])
+    report(f"{label}: optimizer state placed like its parameters ({want})", kind == want, f"state {kind}")
+    cur.execute(f"SELECT ddx_schedule_constant('lr{n['w1']}', 0.02, 3)")
+    for world in (n, p):
+        cur.execute(f"CALL ddx_train(%s, %s, 3, 'lr{n['w1']}', state_name => %s, log_every => 1)",
+                    ((MLP + " SELECT l FROM loss").format(**world), [world["w1"] + ".val", world["w2"] + ".val"],
+                     "train" + world["w1"]))
+    err = max(rel_err(table_dict(cur, n["w1"], "f, j"), table_dict(cur, p["w1"], "f, j")),
+              rel_err(table_dict(cur, n["w2"], "j"), table_dict(cur, p["w2"], "j")))
+    cur.execute("SELECT run, array_agg(loss ORDER BY step) FROM ddx_train_log WHERE run IN (%s, %s) GROUP BY run",
+                ("train" + n["w1"], "train" + p["w1"]))
+    logs = dict(cur.fetchall())
+    a, b = logs.get("train" + n["w1"], []), logs.get("train" + p["w1"], [])
+    ok = err < 1e-10 and len(a) == 3 and len(a) == len(b) and all(abs(u - v) <= 1e-10 * max(1, abs(v)) for u, v in zip(a, b))
+    report(f"{label}: ddx_train (3 committed steps) equals plain tables", ok, f"error {err}, logs {a} {b}")
 
 
 def main():
@@ -79,77 +185,79 @@ def main():
     cur.execute("SELECT count(*) FROM citus_get_active_worker_nodes()")
     report("two active workers", cur.fetchone()[0] == 2)
 
-    # Plain tables of the coordinator, with Citus loaded: right.
-    make_tables(cur, "_plain")
-    want = closed_form(cur, "_plain")
-    q = LOSS.format(x="x_plain", y="y_plain", w="w_plain") + " SELECT w.f, grad('loss', w.val) FROM w_plain w ORDER BY w.f"
-    cur.execute(q)
-    got = dict(cur.fetchall())
-    err = max(abs(got[f] - want[f]) / max(1.0, abs(want[f])) for f in want)
-    report("plain tables beside Citus: grad equals the closed form", err < 1e-12, f"error {err}")
+    # Each Citus world beside its own plain one (the oracle: plain tables of
+    # the coordinator), trained alike.
+    p = make_world(cur, "_pa")
+    # 1. Data distributed by sample and co-located; parameters reference tables.
+    a = make_world(cur, "_a")
+    cur.execute(f"""SELECT create_distributed_table('{a['x']}', 's');
+      SELECT create_distributed_table('{a['y']}', 's', colocate_with => '{a['x']}');
+      SELECT create_distributed_table('{a['cot']}', 's', colocate_with => '{a['x']}');
+      SELECT create_reference_table('{a['w1']}'); SELECT create_reference_table('{a['w2']}')""")
+    # the closed form, an oracle of its own: dL/dw_f = sum_s 2 (z_s - y_s) x_sf
+    cur.execute(f"""WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM {p['x']} x JOIN {p['w2']} w ON w.j = x.f GROUP BY x.s)
+      SELECT x.f, sum(2 * (z.z - y.val) * x.val) FROM {p['x']} x JOIN z ON z.s = x.s JOIN {p['y']} y ON y.s = x.s
+      GROUP BY x.f""")
+    want = {(f,): g for f, g in cur.fetchall()}
+    got = {k: v for k, v in grads(cur, LINEAR, a, "w2", "t.j").items() if k[0] <= NF}
+    err = rel_err(got, want)
+    report("distributed data, reference parameters: linear grad equals the closed form (was 0 for every row)",
+           err < 1e-10, f"error {err}")
+    check_world(cur, "co-located data, reference parameters", a, p)
+    train_both(cur, "co-located data, reference parameters", a, p)
 
-    # Data distributed by s and co-located, parameters a reference table.
-    make_tables(cur, "")
-    cur.execute("SELECT create_distributed_table('x', 's'); SELECT create_distributed_table('y', 's', colocate_with => 'x');"
-                "SELECT create_reference_table('w')")
-    cur.execute(LOSS.format(x="x_plain", y="y_plain", w="w_plain") + " SELECT l FROM loss")
-    plain_loss = cur.fetchone()[0]
-    cur.execute(LOSS.format(x="x", y="y", w="w") + " SELECT l FROM loss")
-    report("the loss itself evaluates on Citus as on plain tables", abs(cur.fetchone()[0] - plain_loss) < 1e-9)
+    # 2. Data distributed by sample but not co-located (other shard counts);
+    #    parameters in plain tables of the coordinator.
+    p = make_world(cur, "_pb")
+    b = make_world(cur, "_b")
+    cur.execute(f"""SELECT create_distributed_table('{b['x']}', 's', shard_count => 4, colocate_with => 'none');
+      SELECT create_distributed_table('{b['y']}', 's', shard_count => 6, colocate_with => 'none');
+      SELECT create_distributed_table('{b['cot']}', 's', shard_count => 3, colocate_with => 'none')""")
+    check_world(cur, "non-co-located data, local parameters", b, p)
+    train_both(cur, "non-co-located data, local parameters", b, p)
 
-    refused(cur, "grad over a reference table's parameters (was 0 for every row)",
-            LOSS.format(x="x", y="y", w="w") + " SELECT w.f, grad('loss', w.val) FROM w")
-    refused(cur, "grad with tanh (Citus refused the program's correlated subquery)",
-            TANH_LOSS.format(x="x", y="y", w="w") + " SELECT w.f, grad('loss', w.val) FROM w")
-    cur.execute("CREATE TABLE w_local (f int PRIMARY KEY, val float8); INSERT INTO w_local SELECT * FROM w_plain")
-    refused(cur, "parameters in a local table, data distributed",
-            LOSS.format(x="x", y="y", w="w_local") + " SELECT w.f, grad('loss', w.val) FROM w_local w")
-    cur.execute("CREATE TABLE w_dist (f int PRIMARY KEY, val float8); INSERT INTO w_dist SELECT * FROM w_plain;"
-                "SELECT create_distributed_table('w_dist', 'f')")
-    refused(cur, "parameters distributed by their key, data plain",
-            LOSS.format(x="x_plain", y="y_plain", w="w_dist") + " SELECT w.f, grad('loss', w.val) FROM w_dist w")
-    refused(cur, "parameters a reference table, data plain",
-            LOSS.format(x="x_plain", y="y_plain", w="w") + " SELECT w.f, grad('loss', w.val) FROM w")
-    cur.execute("CREATE VIEW xv AS SELECT * FROM x")
-    refused(cur, "a view over a distributed table",
-            LOSS.format(x="xv", y="y_plain", w="w_local") + " SELECT w.f, grad('loss', w.val) FROM w_local w")
-    cur.execute("CREATE TABLE cot (s int, z float8); INSERT INTO cot SELECT s, 1 FROM generate_series(1, 40) s")
-    refused(cur, "vjp",
-            "WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) "
-            "SELECT w.f, vjp('pred', 'cot', w.val) FROM w")
-    cur.execute("CREATE TABLE tw (f int, val float8); INSERT INTO tw VALUES (1, 1), (2, 0), (3, -1)")
-    refused(cur, "jvp",
-            "WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) "
-            "SELECT p.s, jvp(p.z, 'w.val', 'tw') FROM pred p")
-    refused(cur, "jvp of a reference table's parameter, the loss over plain tables",
-            "WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM x_plain x JOIN w_plain w ON w.f = x.f GROUP BY x.s) "
-            "SELECT p.s, jvp(p.z, 'w.val', 'tw') FROM pred p")
+    # 3. Features distributed by feature, targets a reference table;
+    #    parameters in tables Citus manages on the coordinator.
+    p = make_world(cur, "_pc")
+    c = make_world(cur, "_c")
+    cur.execute(f"""SELECT create_distributed_table('{c['x']}', 'f');
+      SELECT create_reference_table('{c['y']}'); SELECT create_reference_table('{c['cot']}');
+      SELECT citus_add_local_table_to_metadata('{c['w1']}');
+      SELECT citus_add_local_table_to_metadata('{c['w2']}')""")
+    check_world(cur, "data by feature, Citus-managed local parameters", c, p)
+    train_both(cur, "data by feature, Citus-managed local parameters", c, p)
 
-    # Optimizers and ddx_train: refused before anything is written.
-    loss_sql = LOSS.format(x="x", y="y", w="w") + " SELECT l FROM loss"
-    cur.execute("SELECT array_agg(val ORDER BY f) FROM w")
+    # What is not done yet is refused, nothing written.
+    d = make_world(cur, "_d")
+    cur.execute(f"""SELECT create_distributed_table('{d['x']}', 's');
+      SELECT create_distributed_table('{d['y']}', 's', colocate_with => '{d['x']}');
+      SELECT create_distributed_table('{d['w2']}', 'j')""")
+    refused(cur, "parameters in a distributed table",
+            LINEAR.format(**d) + f" SELECT t.j, grad('loss', t.val) FROM {d['w2']} t")
+    cur.execute("SELECT array_agg(val ORDER BY j) FROM " + d["w2"])
     before = cur.fetchone()[0]
     cur.execute("SELECT count(*) FROM pg_class WHERE relnamespace = '_ddx'::regnamespace")
     rels_before = cur.fetchone()[0]
-    refused(cur, "ddx_sgd_step", "SELECT * FROM ddx_sgd_step(%s, ARRAY['w.val'], 0.1)", (loss_sql,))
-    refused(cur, "ddx_adamw_step", "SELECT * FROM ddx_adamw_step(%s, ARRAY['w.val'], 0.1)", (loss_sql,))
-    cur.execute("SELECT ddx_schedule_constant('citus_lr', 0.1, 5)")
-    refused(cur, "ddx_train", "CALL ddx_train(%s, ARRAY['w.val'], 3, 'citus_lr')", (loss_sql,))
-    cur.execute("SELECT array_agg(val ORDER BY f) FROM w")
-    report("the parameters are untouched", cur.fetchone()[0] == before)
+    refused(cur, "ddx_adamw_step over a distributed parameter table",
+            "SELECT * FROM ddx_adamw_step(%s, %s, 0.1, state_name => 'dist')",
+            (LINEAR.format(**d) + " SELECT l FROM loss", [d["w2"] + ".val"]))
+    cur.execute("SELECT array_agg(val ORDER BY j) FROM " + d["w2"])
+    same = cur.fetchone()[0] == before
     cur.execute("SELECT count(*) FROM pg_class WHERE relnamespace = '_ddx'::regnamespace")
-    rels_after = cur.fetchone()[0]
-    cur.execute("SELECT count(*) FROM ddx_runs")
-    runs = cur.fetchone()[0]
-    report("no state table and no run left behind", rels_after == rels_before and runs == 0,
-           f"relations {rels_before} -> {rels_after}, runs {runs}")
-
-    # The hint's way out: the same tables undistributed give the closed form.
-    cur.execute("SELECT undistribute_table('x'); SELECT undistribute_table('y'); SELECT undistribute_table('w')")
-    cur.execute(LOSS.format(x="x", y="y", w="w") + " SELECT w.f, grad('loss', w.val) FROM w ORDER BY w.f")
-    got = dict(cur.fetchall())
-    err = max(abs(got[f] - want[f]) / max(1.0, abs(want[f])) for f in want)
-    report("after undistribute_table: grad equals the closed form", err < 1e-12, f"error {err}")
+    report("the refused step wrote nothing", same and cur.fetchone()[0] == rels_before)
+    cur.execute("DROP TABLE IF EXISTS w_nokey; CREATE TABLE w_nokey (j int, val float8);"
+                "INSERT INTO w_nokey SELECT j, 0.1 * j FROM generate_series(1, 3) j;"
+                "SELECT create_reference_table('w_nokey')")
+    refused(cur, "a reference table of parameters without a primary key",
+            LINEAR.format(x=a["x"], y=a["y"], w2="w_nokey") + " SELECT t.j, grad('loss', t.val) FROM w_nokey t")
+    cur.execute(f"DROP TABLE IF EXISTS tw; CREATE TABLE tw (j int, val float8);"
+                f"INSERT INTO tw SELECT j, 1 FROM generate_series(1, {NJ}) j")
+    refused(cur, "jvp over Citus tables",
+            f"WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {a['x']} x JOIN {p['w2']} w ON w.j = x.f GROUP BY x.s) "
+            f"SELECT q.s, jvp(q.z, '{p['w2']}.val', 'tw') FROM pred q")
+    refused(cur, "jvp of a reference table's parameter",
+            f"WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {p['x']} x JOIN {a['w2']} w ON w.j = x.f GROUP BY x.s) "
+            f"SELECT q.s, jvp(q.z, '{a['w2']}.val', 'tw') FROM pred q")
 
     print(f"citus: {sum(results)} passed, {len(results) - sum(results)} failed", flush=True)
     return 0 if all(results) else 1

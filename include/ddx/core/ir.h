@@ -154,6 +154,12 @@ struct Rel {
   std::vector<std::string> names;  // quoted column names, one per column
   std::vector<int> param;          // per column: parameter index, or -1
   std::vector<bool> notnull;       // per column: declared NOT NULL
+  // A Citus table: read through a saved copy (whose rid does not depend on
+  // which shard or placement a row came from), and, where it has parameters,
+  // its rows identified by `identity`, its primary key's quoted column names
+  // (a reference table's placements do not share ctids).
+  bool citus = false;
+  std::vector<std::string> identity;
 
   // Values
   std::vector<std::vector<ExprP>> rows;

@@ -2,9 +2,11 @@
 // computes the loss's forward relations and then, rule by rule in reverse
 // topological order, the cotangent of every relation that gradient reaches.
 //
-// The statement returns rows (toid oid, tid tid, pidx int4, g float8): the
-// gradient of the loss with respect to parameter `pidx` in the row of table
-// `toid` at `tid`. Extra rows carry checks for the runner: pidx = -1 the
+// The statement returns rows (toid oid, tid tid, pidx int4, g float8, key
+// text): the gradient of the loss with respect to parameter `pidx` in the
+// row of table `toid` at `tid`, or, for a table whose rows are identified by
+// primary key (Rel::identity: a Citus table), tid NULL and key the text of
+// ROW(key columns in attribute order). Extra rows carry checks for the runner: pidx = -1 the
 // number of rows the loss relation produced (more than one is refused),
 // pidx = -3 the number of rows whose window values depend on how PostgreSQL
 // orders ties (any is refused, 42P20), pidx = kLossValue the loss's value

@@ -24,14 +24,21 @@ std::vector<bool> ScanActivity(const Rel &r, const Inputs &) {
 }
 
 // A saved copy of the table (a scan that a set operation, a sublink or the
-// loss reads by name): its rows' identity, tableoid and ctid for the gradient.
+// loss reads by name, or a Citus table): its rows' identity for the gradient,
+// tableoid and ctid, or the primary key (Rel::identity).
 std::string ScanForward(const Pass &, const Rel &rel) {
   const Rel *r = &rel;
   std::string sql;
   bool param = false;
   for (int k : r->param) param = param || k >= 0;
   sql = "SELECT row_number() OVER () AS rid";
-  if (param) sql += ", t.tableoid AS toid, t.ctid AS tid";
+  if (param && !r->identity.empty()) {
+    std::vector<std::string> keys;
+    for (const auto &k : r->identity) keys.push_back("t." + k);
+    sql += ", ROW(" + Join(keys, ", ") + ")::text AS key";
+  } else if (param) {
+    sql += ", t.tableoid AS toid, t.ctid AS tid";
+  }
   for (size_t i = 0; i < r->names.size(); i++) sql += ", t." + r->names[i] + " AS " + C(i);
   sql += " FROM " + std::string(r->only ? "ONLY " : "") + r->table + " t";
   return sql;
@@ -43,12 +50,19 @@ void ScanReverse(Pass &p, const Rel &rel, Steps &s) {
   const Rel *r = &rel;
   for (int j : p.bcols.at(r))
     if (r->param[j] >= 0)
-      s.finals.push_back(p.direct.count(r)
+      s.finals.push_back(p.direct.count(r) ? "SELECT CAST(" + Quote(r->table) +
+                                                 " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
+                                                 std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
+                                                 " AS g, NULL::text AS key FROM " + p.B(r) + " b"
+                         : !r->identity.empty()
                              ? "SELECT CAST(" + Quote(r->table) +
-                                   " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
-                                   std::to_string(r->param[j]) + " AS pidx, b." + D(j) + " AS g FROM " + p.B(r) + " b"
+                                   " AS pg_catalog.regclass)::pg_catalog.oid AS toid, "
+                                   "NULL::tid AS tid, " +
+                                   std::to_string(r->param[j]) + " AS pidx, b." + D(j) + " AS g, f.key FROM " + p.F(r) +
+                                   " f JOIN " + p.B(r) + " b ON b.rid = f.rid"
                              : "SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
-                                   " AS g FROM " + p.F(r) + " f JOIN " + p.B(r) + " b ON b.rid = f.rid");
+                                   " AS g, NULL::text AS key FROM " + p.F(r) + " f JOIN " + p.B(r) +
+                                   " b ON b.rid = f.rid");
 }
 
 // The rows of VALUES (a set-returning function), with `rid` first.

@@ -20,14 +20,14 @@ b11 AS NOT MATERIALIZED (SELECT a1.rid AS rid, sum(CASE WHEN a1.c2 IS NULL THEN 
 b8 AS NOT MATERIALIZED (SELECT a1.ctid AS rid, sum(CASE WHEN a1.val IS NULL THEN 0::float8 ELSE t.d2 END) AS d2 FROM (SELECT q.g1, q.oa0_c1, sum(q.d2) AS d2 FROM (SELECT a.c1 AS g1, r.a0_c1 AS oa0_c1, (COALESCE((a.bd2 * r.a0_c2), 0::float8)) AS d2 FROM (SELECT COALESCE(CAST(a0.i AS pg_catalog.int8), 4294967296) AS k0, a0.j AS a0_c1, a0.val AS a0_c2 FROM public.x a0 OFFSET 0) r JOIN (SELECT a.*, a.d2 AS bd2, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0, COALESCE(CAST(a.c1 AS pg_catalog.int8), 4294967296) AS h1 FROM b11 a OFFSET 0) a ON r.k0 = a.h0) q GROUP BY q.g1, q.oa0_c1) t JOIN public.wk a1 ON COALESCE(CAST(a1.j AS pg_catalog.int8), 4294967296) = COALESCE(CAST(t.g1 AS pg_catalog.int8), 4294967296) AND (t.oa0_c1 OPERATOR(pg_catalog.=) a1.i) GROUP BY 1),
 b5 AS NOT MATERIALIZED (SELECT a0.rid AS rid, sum(CASE WHEN a0.c2 IS NULL THEN 0::float8 ELSE t.d2 END) AS d2, a0.c0 AS c0, a0.c1 AS c1, a0.c2 AS c2 FROM (SELECT q.g0, q.oa1_c1, sum(q.d2) AS d2 FROM (SELECT a.c0 AS g0, r.a1_c1 AS oa1_c1, (COALESCE((a.bd2 * r.a1_c2), 0::float8)) AS d2 FROM (SELECT a1.c0 AS k1, a1.c1 AS a1_c1, a1.c2 AS a1_c2 FROM f11 a1 OFFSET 0) r JOIN (SELECT a.*, b.d2 AS bd2 FROM f15 a JOIN b15 b ON b.rid = a.rid OFFSET 0) a ON r.k1 = a.c1) q GROUP BY q.g0, q.oa1_c1) t JOIN f5 a0 ON a0.c0 = t.g0 AND (t.oa1_c1 OPERATOR(pg_catalog.=) a0.c1) GROUP BY 1, 3, 4, 5),
 b2 AS NOT MATERIALIZED (SELECT a1.ctid AS rid, sum(CASE WHEN a1.val IS NULL THEN 0::float8 ELSE t.d2 END) AS d2 FROM (SELECT q.g1, q.oa0_c1, sum(q.d2) AS d2 FROM (SELECT a.c1 AS g1, r.a0_c1 AS oa0_c1, (COALESCE((a.bd2 * r.a0_c2), 0::float8)) AS d2 FROM (SELECT COALESCE(CAST(a0.i AS pg_catalog.int8), 4294967296) AS k0, a0.j AS a0_c1, a0.val AS a0_c2 FROM public.x a0 OFFSET 0) r JOIN (SELECT a.*, a.d2 AS bd2, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0, COALESCE(CAST(a.c1 AS pg_catalog.int8), 4294967296) AS h1 FROM b5 a OFFSET 0) a ON r.k0 = a.h0) q GROUP BY q.g1, q.oa0_c1) t JOIN public.wq a1 ON COALESCE(CAST(a1.j AS pg_catalog.int8), 4294967296) = COALESCE(CAST(t.g1 AS pg_catalog.int8), 4294967296) AND (t.oa0_c1 OPERATOR(pg_catalog.=) a1.i) GROUP BY 1)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g FROM (
-SELECT CAST('public.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g FROM b26 b
+SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
+SELECT CAST('public.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g, NULL::text AS key FROM b26 b
 UNION ALL
-SELECT CAST('public.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 1 AS pidx, b.d2 AS g FROM b8 b
+SELECT CAST('public.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 1 AS pidx, b.d2 AS g, NULL::text AS key FROM b8 b
 UNION ALL
-SELECT CAST('public.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g FROM b2 b
+SELECT CAST('public.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g, NULL::text AS key FROM b2 b
 UNION ALL
-SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM f39
+SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f39
 UNION ALL
-SELECT NULL::oid, NULL::tid, -4, c0::float8 FROM f39
-) z GROUP BY z.toid, z.tid, z.pidx
+SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f39
+) z GROUP BY z.toid, z.tid, z.pidx, z.key

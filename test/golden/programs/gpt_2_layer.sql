@@ -123,82 +123,82 @@ b10 AS NOT MATERIALIZED (SELECT r3 AS rid, t3_2 AS d2, t3_3 AS d3 FROM m17 WHERE
 m10 AS MATERIALIZED (SELECT GROUPING(q.r1, q.r2) AS gs, q.r1, sum(q.t1_2) AS t1_2, q.r2, sum(q.t2_2) AS t2_2 FROM (SELECT r.a1_rid AS r1, (COALESCE((CASE WHEN ((r.a1_c2 + r.a2_c2)) IS NULL THEN NULL ELSE a.bd2 / a.n0 END), 0::float8) + COALESCE(((CASE WHEN (((r.a1_c2 + r.a2_c2) * (r.a1_c2 + r.a2_c2))) IS NULL THEN NULL ELSE a.bd3 / a.n1 END) * (r.a1_c2 + r.a2_c2)), 0::float8) + COALESCE(((CASE WHEN (((r.a1_c2 + r.a2_c2) * (r.a1_c2 + r.a2_c2))) IS NULL THEN NULL ELSE a.bd3 / a.n1 END) * (r.a1_c2 + r.a2_c2)), 0::float8)) AS t1_2, r.a2_rid AS r2, (COALESCE((CASE WHEN ((r.a1_c2 + r.a2_c2)) IS NULL THEN NULL ELSE a.bd2 / a.n0 END), 0::float8) + COALESCE(((CASE WHEN (((r.a1_c2 + r.a2_c2) * (r.a1_c2 + r.a2_c2))) IS NULL THEN NULL ELSE a.bd3 / a.n1 END) * (r.a1_c2 + r.a2_c2)), 0::float8) + COALESCE(((CASE WHEN (((r.a1_c2 + r.a2_c2) * (r.a1_c2 + r.a2_c2))) IS NULL THEN NULL ELSE a.bd3 / a.n1 END) * (r.a1_c2 + r.a2_c2)), 0::float8)) AS t2_2 FROM (SELECT a0.ctid AS a0_rid, a1.ctid AS a1_rid, a2.ctid AS a2_rid, a1.val AS a1_c2, a2.val AS a2_c2, a0.b AS k0, a0.t AS k1 FROM ((gpt.batches a0 JOIN gpt.wte a1 ON (a1.v OPERATOR(pg_catalog.=) a0.tok) AND (a0.step OPERATOR(pg_catalog.=) ('1'::integer))) JOIN gpt.wpe a2 ON ((a2.t OPERATOR(pg_catalog.=) a0.t) AND (a2.e OPERATOR(pg_catalog.=) a1.e))) OFFSET 0) r JOIN (SELECT a.*, b.d2 AS bd2, b.d3 AS bd3 FROM f10 a JOIN b10 b ON b.rid = a.rid OFFSET 0) a ON r.k0 = a.c0 AND r.k1 = a.c1) q GROUP BY GROUPING SETS ((q.r1), (q.r2))),
 b6 AS NOT MATERIALIZED (SELECT z.rid, sum(z.d2) AS d2 FROM (SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m195 WHERE gs = 6143 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m188 WHERE gs = 767 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m167 WHERE gs = 1535 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m160 WHERE gs = 191 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m106 WHERE gs = 383 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m99 WHERE gs = 47 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m78 WHERE gs = 95 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m71 WHERE gs = 11 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m17 WHERE gs = 23 AND r2 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r2 AS rid, t2_2 AS d2 FROM m10 WHERE gs = 2 AND r2 IS NOT NULL) q) z GROUP BY z.rid),
 b4 AS NOT MATERIALIZED (SELECT z.rid, sum(z.d2) AS d2 FROM (SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m195 WHERE gs = 4095 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m188 WHERE gs = 511 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m167 WHERE gs = 1023 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m160 WHERE gs = 127 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m106 WHERE gs = 255 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m99 WHERE gs = 31 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m78 WHERE gs = 63 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m71 WHERE gs = 7 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m17 WHERE gs = 15 AND r1 IS NOT NULL) q UNION ALL SELECT q.rid, q.d2 AS d2 FROM (SELECT r1 AS rid, t1_2 AS d2 FROM m10 WHERE gs = 1 AND r1 IS NOT NULL) q) z GROUP BY z.rid)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g FROM (
-SELECT CAST('gpt.wte' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g FROM b196 b
+SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
+SELECT CAST('gpt.wte' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g, NULL::text AS key FROM b196 b
 UNION ALL
-SELECT CAST('gpt.lnf_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 19 AS pidx, b.d1 AS g FROM b193 b
+SELECT CAST('gpt.lnf_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 19 AS pidx, b.d1 AS g, NULL::text AS key FROM b193 b
 UNION ALL
-SELECT CAST('gpt.lnf_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 18 AS pidx, b.d1 AS g FROM b191 b
+SELECT CAST('gpt.lnf_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 18 AS pidx, b.d1 AS g, NULL::text AS key FROM b191 b
 UNION ALL
-SELECT CAST('gpt.bmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 17 AS pidx, b.d2 AS g FROM b182 b
+SELECT CAST('gpt.bmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 17 AS pidx, b.d2 AS g, NULL::text AS key FROM b182 b
 UNION ALL
-SELECT CAST('gpt.wmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 16 AS pidx, b.d3 AS g FROM b177 b
+SELECT CAST('gpt.wmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 16 AS pidx, b.d3 AS g, NULL::text AS key FROM b177 b
 UNION ALL
-SELECT CAST('gpt.bfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 15 AS pidx, b.d2 AS g FROM b173 b
+SELECT CAST('gpt.bfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 15 AS pidx, b.d2 AS g, NULL::text AS key FROM b173 b
 UNION ALL
-SELECT CAST('gpt.wfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 14 AS pidx, b.d3 AS g FROM b168 b
+SELECT CAST('gpt.wfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 14 AS pidx, b.d3 AS g, NULL::text AS key FROM b168 b
 UNION ALL
-SELECT CAST('gpt.ln2_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 13 AS pidx, b.d2 AS g FROM b165 b
+SELECT CAST('gpt.ln2_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 13 AS pidx, b.d2 AS g, NULL::text AS key FROM b165 b
 UNION ALL
-SELECT CAST('gpt.ln2_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 12 AS pidx, b.d2 AS g FROM b163 b
+SELECT CAST('gpt.ln2_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 12 AS pidx, b.d2 AS g, NULL::text AS key FROM b163 b
 UNION ALL
-SELECT CAST('gpt.bo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 11 AS pidx, b.d2 AS g FROM b154 b
+SELECT CAST('gpt.bo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 11 AS pidx, b.d2 AS g, NULL::text AS key FROM b154 b
 UNION ALL
-SELECT CAST('gpt.wo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 10 AS pidx, b.d4 AS g FROM b149 b
+SELECT CAST('gpt.wo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 10 AS pidx, b.d4 AS g, NULL::text AS key FROM b149 b
 UNION ALL
-SELECT CAST('gpt.bv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 9 AS pidx, b.d3 AS g FROM b142 b
+SELECT CAST('gpt.bv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 9 AS pidx, b.d3 AS g, NULL::text AS key FROM b142 b
 UNION ALL
-SELECT CAST('gpt.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 6 AS pidx, b.d4 AS g FROM b137 b
+SELECT CAST('gpt.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 6 AS pidx, b.d4 AS g, NULL::text AS key FROM b137 b
 UNION ALL
-SELECT CAST('gpt.bk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 8 AS pidx, b.d3 AS g FROM b120 b
+SELECT CAST('gpt.bk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 8 AS pidx, b.d3 AS g, NULL::text AS key FROM b120 b
 UNION ALL
-SELECT CAST('gpt.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 5 AS pidx, b.d4 AS g FROM b115 b
+SELECT CAST('gpt.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 5 AS pidx, b.d4 AS g, NULL::text AS key FROM b115 b
 UNION ALL
-SELECT CAST('gpt.bq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 7 AS pidx, b.d3 AS g FROM b112 b
+SELECT CAST('gpt.bq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 7 AS pidx, b.d3 AS g, NULL::text AS key FROM b112 b
 UNION ALL
-SELECT CAST('gpt.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 4 AS pidx, b.d4 AS g FROM b107 b
+SELECT CAST('gpt.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 4 AS pidx, b.d4 AS g, NULL::text AS key FROM b107 b
 UNION ALL
-SELECT CAST('gpt.ln1_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d2 AS g FROM b104 b
+SELECT CAST('gpt.ln1_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d2 AS g, NULL::text AS key FROM b104 b
 UNION ALL
-SELECT CAST('gpt.ln1_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g FROM b102 b
+SELECT CAST('gpt.ln1_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g, NULL::text AS key FROM b102 b
 UNION ALL
-SELECT CAST('gpt.bmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 17 AS pidx, b.d2 AS g FROM b93 b
+SELECT CAST('gpt.bmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 17 AS pidx, b.d2 AS g, NULL::text AS key FROM b93 b
 UNION ALL
-SELECT CAST('gpt.wmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 16 AS pidx, b.d3 AS g FROM b88 b
+SELECT CAST('gpt.wmp' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 16 AS pidx, b.d3 AS g, NULL::text AS key FROM b88 b
 UNION ALL
-SELECT CAST('gpt.bfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 15 AS pidx, b.d2 AS g FROM b84 b
+SELECT CAST('gpt.bfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 15 AS pidx, b.d2 AS g, NULL::text AS key FROM b84 b
 UNION ALL
-SELECT CAST('gpt.wfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 14 AS pidx, b.d3 AS g FROM b79 b
+SELECT CAST('gpt.wfc' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 14 AS pidx, b.d3 AS g, NULL::text AS key FROM b79 b
 UNION ALL
-SELECT CAST('gpt.ln2_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 13 AS pidx, b.d2 AS g FROM b76 b
+SELECT CAST('gpt.ln2_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 13 AS pidx, b.d2 AS g, NULL::text AS key FROM b76 b
 UNION ALL
-SELECT CAST('gpt.ln2_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 12 AS pidx, b.d2 AS g FROM b74 b
+SELECT CAST('gpt.ln2_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 12 AS pidx, b.d2 AS g, NULL::text AS key FROM b74 b
 UNION ALL
-SELECT CAST('gpt.bo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 11 AS pidx, b.d2 AS g FROM b65 b
+SELECT CAST('gpt.bo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 11 AS pidx, b.d2 AS g, NULL::text AS key FROM b65 b
 UNION ALL
-SELECT CAST('gpt.wo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 10 AS pidx, b.d4 AS g FROM b60 b
+SELECT CAST('gpt.wo' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 10 AS pidx, b.d4 AS g, NULL::text AS key FROM b60 b
 UNION ALL
-SELECT CAST('gpt.bv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 9 AS pidx, b.d3 AS g FROM b53 b
+SELECT CAST('gpt.bv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 9 AS pidx, b.d3 AS g, NULL::text AS key FROM b53 b
 UNION ALL
-SELECT CAST('gpt.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 6 AS pidx, b.d4 AS g FROM b48 b
+SELECT CAST('gpt.wv' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 6 AS pidx, b.d4 AS g, NULL::text AS key FROM b48 b
 UNION ALL
-SELECT CAST('gpt.bk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 8 AS pidx, b.d3 AS g FROM b31 b
+SELECT CAST('gpt.bk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 8 AS pidx, b.d3 AS g, NULL::text AS key FROM b31 b
 UNION ALL
-SELECT CAST('gpt.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 5 AS pidx, b.d4 AS g FROM b26 b
+SELECT CAST('gpt.wk' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 5 AS pidx, b.d4 AS g, NULL::text AS key FROM b26 b
 UNION ALL
-SELECT CAST('gpt.bq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 7 AS pidx, b.d3 AS g FROM b23 b
+SELECT CAST('gpt.bq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 7 AS pidx, b.d3 AS g, NULL::text AS key FROM b23 b
 UNION ALL
-SELECT CAST('gpt.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 4 AS pidx, b.d4 AS g FROM b18 b
+SELECT CAST('gpt.wq' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 4 AS pidx, b.d4 AS g, NULL::text AS key FROM b18 b
 UNION ALL
-SELECT CAST('gpt.ln1_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d2 AS g FROM b15 b
+SELECT CAST('gpt.ln1_b' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d2 AS g, NULL::text AS key FROM b15 b
 UNION ALL
-SELECT CAST('gpt.ln1_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g FROM b13 b
+SELECT CAST('gpt.ln1_g' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g, NULL::text AS key FROM b13 b
 UNION ALL
-SELECT CAST('gpt.wpe' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 1 AS pidx, b.d2 AS g FROM b6 b
+SELECT CAST('gpt.wpe' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 1 AS pidx, b.d2 AS g, NULL::text AS key FROM b6 b
 UNION ALL
-SELECT CAST('gpt.wte' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g FROM b4 b
+SELECT CAST('gpt.wte' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 0 AS pidx, b.d2 AS g, NULL::text AS key FROM b4 b
 UNION ALL
-SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM f215
+SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f215
 UNION ALL
-SELECT NULL::oid, NULL::tid, -4, c0::float8 FROM f215
-) z GROUP BY z.toid, z.tid, z.pidx
+SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f215
+) z GROUP BY z.toid, z.tid, z.pidx, z.key

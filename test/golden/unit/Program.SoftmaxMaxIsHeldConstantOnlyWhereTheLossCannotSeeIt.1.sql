@@ -5,10 +5,10 @@ f11 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(((a0.c1 + ln(a1.c1)) * (a0.c1 
 b11 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f11 WHERE c0 IS NOT NULL),
 b7 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM (SELECT r.a1_rid AS rid, (COALESCE((((CASE WHEN (((r.a0_c1 + r.v0) * (r.a0_c1 + r.v0))) IS NULL THEN NULL ELSE a.bd0 END) * (r.a0_c1 + r.v0)) * (CASE WHEN r.a1_c1 = 0 THEN (CASE WHEN 1::float8 > 0 THEN 'Infinity'::float8 WHEN 1::float8 < 0 THEN '-Infinity'::float8 ELSE 'NaN'::float8 END) ELSE 1::float8 / r.a1_c1 END)), 0::float8) + COALESCE((((CASE WHEN (((r.a0_c1 + r.v0) * (r.a0_c1 + r.v0))) IS NULL THEN NULL ELSE a.bd0 END) * (r.a0_c1 + r.v0)) * (CASE WHEN r.a1_c1 = 0 THEN (CASE WHEN 1::float8 > 0 THEN 'Infinity'::float8 WHEN 1::float8 < 0 THEN '-Infinity'::float8 ELSE 'NaN'::float8 END) ELSE 1::float8 / r.a1_c1 END)), 0::float8)) AS d1, r.a1_c0 AS c0, r.a1_c1 AS c1 FROM (SELECT r.*, ln(r.a1_c1) AS v0 FROM (SELECT a0.rid AS a0_rid, a1.rid AS a1_rid, a0.c1 AS a0_c1, a1.c0 AS a1_c0, a1.c1 AS a1_c1 FROM (f3 a0 JOIN f7 a1 ON (a0.c0 OPERATOR(pg_catalog.=) a1.c0)) OFFSET 0) r OFFSET 0) r CROSS JOIN (SELECT a.*, b.d0 AS bd0 FROM f11 a JOIN b11 b ON b.rid = a.rid OFFSET 0) a) q WHERE q.rid IS NOT NULL),
 b1 AS NOT MATERIALIZED (SELECT q.rid, q.d2 AS d2 FROM (SELECT r.a0_rid AS rid, (COALESCE(((CASE WHEN (r.v0) IS NULL THEN NULL ELSE a.bd1 END) * r.v0), 0::float8)) AS d2 FROM (SELECT r.*, exp((r.a0_c2 - r.a1_c1)) AS v0 FROM (SELECT a0.rid AS a0_rid, a1.rid AS a1_rid, a0.c2 AS a0_c2, a1.c1 AS a1_c1, COALESCE(CAST(a0.c0 AS pg_catalog.int8), 4294967296) AS k0 FROM (f1 a0 JOIN f3 a1 ON (a0.c0 OPERATOR(pg_catalog.=) a1.c0)) OFFSET 0) r OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0 FROM b7 a OFFSET 0) a ON r.k0 = a.h0) q WHERE q.rid IS NOT NULL)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g FROM (
-SELECT f.toid, f.tid, 0 AS pidx, b.d2 AS g FROM f1 f JOIN b1 b ON b.rid = f.rid
+SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
+SELECT f.toid, f.tid, 0 AS pidx, b.d2 AS g, NULL::text AS key FROM f1 f JOIN b1 b ON b.rid = f.rid
 UNION ALL
-SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g FROM f11
+SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f11
 UNION ALL
-SELECT NULL::oid, NULL::tid, -4, c0::float8 FROM f11
-) z GROUP BY z.toid, z.tid, z.pidx
+SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f11
+) z GROUP BY z.toid, z.tid, z.pidx, z.key
