@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Citus for ddx's tests: a coordinator and two workers on this machine.
 #   scripts/citus.sh build | start | stop | env | psql [args...]
+#   scripts/citus.sh node-stop N | node-start N   (N = 1, 2: a worker; for fault tests)
 #
 # build: Debian 12 packages no Citus and no other package source can be
 # reached, so Citus 13.2.2 is built from the release source vendored beside
@@ -109,8 +110,20 @@ stop() {
   return 0
 }
 
+# A worker stopped as by a crash (-m immediate), and started again.
+node() {
+  local i=${2:-}
+  [[ "$i" =~ ^[12]$ ]] || { echo "usage: $0 $1 1|2" >&2; exit 2; }
+  if [ "$1" = node-stop ]; then
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$BASE/$i" -m immediate -w stop >/dev/null
+  else
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$BASE/$i" -l "$BASE/$i/server.log" -w start >/dev/null
+  fi
+}
+
 case "${1:-}" in
   build) build ;;
+  node-stop | node-start) node "$@" ;;
   start) start ;;
   stop) stop ;;
   env) echo "export PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER PGDATABASE=citus" ;;
@@ -119,7 +132,7 @@ case "${1:-}" in
     PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER PGDATABASE=citus exec psql "$@"
     ;;
   *)
-    echo "usage: $0 build|start|stop|env|psql [args]" >&2
+    echo "usage: $0 build|start|stop|env|psql [args]|node-stop N|node-start N" >&2
     exit 2
     ;;
 esac

@@ -19,9 +19,14 @@ against finite differences and PyTorch by the other suites.
 Closes with "citus: N passed, N failed".
 """
 import os
+import subprocess
 import sys
+import threading
+import time
 
 import psycopg2
+
+CITUS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "citus.sh")
 
 results = []
 
@@ -177,6 +182,96 @@ def train_both(cur, label, n, p):
     report(f"{label}: ddx_train (3 committed steps) equals plain tables", ok, f"error {err}, logs {a} {b}")
 
 
+def placements(cur, table):
+    """Every placement's rows of a reference table: {port: sorted rows}."""
+    cur.execute("SELECT s.shardid, n.nodeport FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) "
+                "JOIN pg_dist_node n USING (groupid) WHERE s.logicalrelid = %s::regclass", (table,))
+    out = {}
+    for shard, port in cur.fetchall():
+        c = psycopg2.connect(dbname="citus", port=port, host=os.environ.get("PGHOST", "/tmp"))
+        k = c.cursor()
+        schema, _, name = table.rpartition(".")
+        k.execute(f"SELECT * FROM {schema + '.' if schema else ''}{name}_{shard} ORDER BY 1, 2")
+        out[port] = k.fetchall()
+        c.close()
+    return out
+
+
+def fault_run(cur):
+    """A worker stopped (as by a crash) in the middle of a committing
+    training run: the step fails, what was committed is consistent on every
+    placement, and after the worker returns the run resumes and ends where
+    the same run on plain tables, never interrupted, ends."""
+    steps = 80
+    f, pf = make_world(cur, "_f"), make_world(cur, "_pf")
+    cur.execute(f"""SELECT create_distributed_table('{f['x']}', 's');
+      SELECT create_distributed_table('{f['y']}', 's', colocate_with => '{f['x']}');
+      SELECT create_reference_table('{f['w1']}'); SELECT create_reference_table('{f['w2']}');
+      SELECT ddx_schedule_constant('lr_fault', 0.01, {steps})""")
+    call = f"CALL ddx_train(%s, %s, {steps}, 'lr_fault', state_name => %s, log_every => 1000)"
+    args = lambda w, run: ((MLP + " SELECT l FROM loss").format(**w), [w["w1"] + ".val", w["w2"] + ".val"], run)
+    failure = []
+
+    def train():
+        c = connect()
+        try:
+            c.cursor().execute(call, args(f, "fault"))
+        except psycopg2.Error as e:
+            failure.append(e)
+        c.close()
+
+    th = threading.Thread(target=train)
+    th.start()
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        cur.execute("SELECT count(*) FROM ddx_train_log WHERE run = 'fault'")
+        if cur.fetchone()[0] >= 3:
+            break
+        time.sleep(0.05)
+    subprocess.run([CITUS_SH, "node-stop", "2"], check=True)
+    th.join(180)
+    e = failure[0] if failure else None
+    # (Citus's SQLSTATE: 08006 where it finds the connection gone, XX000
+    # where libpq lost it in the middle of a command)
+    report("a worker stopped mid-run: the training step fails with an error, the coordinator stays up",
+           e is not None and e.pgcode is not None and not th.is_alive(),
+           "finished before the worker stopped" if e is None else f"{e.pgcode}: {str(e.pgerror).strip()[:200]}")
+    if e is not None:
+        print(f"   (the error: {e.pgcode} {str(e.pgerror).strip().splitlines()[0]})", flush=True)
+    cur.execute("SELECT step FROM ddx_runs WHERE name = 'fault'")
+    committed = cur.fetchone()[0]
+    cur.execute("SELECT count(*), max(step) FROM ddx_train_log WHERE run = 'fault'")
+    logged = cur.fetchone()
+    report(f"the run's committed steps ({committed}) are the steps logged", logged == (committed, committed) and
+           0 < committed < steps, f"run step {committed}, log {logged}")
+    subprocess.run([CITUS_SH, "node-start", "2"], check=True)
+    # a new session: this one's cached connection to the worker died with it
+    for attempt in range(50):
+        try:
+            cur = connect().cursor()
+            cur.execute("SELECT recover_prepared_transactions()")
+            break
+        except psycopg2.Error:
+            if attempt == 49:
+                raise
+            time.sleep(0.2)
+    cur.execute("SELECT s.state::text FROM _ddx.state_table s WHERE s.param IN (%s::regclass, %s::regclass)",
+                (f["w1"], f["w2"]))
+    tables = [f["w1"], f["w2"]] + [r[0] for r in cur.fetchall()]
+    same = {t: placements(cur, t) for t in tables}
+    ok = all(len(p) == 3 and all(rows == next(iter(p.values())) for rows in p.values()) for p in same.values())
+    report("parameters and optimizer state are the same on all three placements", ok,
+           str({t: {k: len(v) for k, v in p.items()} for t, p in same.items()}))
+    cur.execute(call, args(f, "fault"))
+    cur.execute(call, args(pf, "faultplain"))
+    err = max(rel_err(table_dict(cur, f["w1"], "f, j"), table_dict(cur, pf["w1"], "f, j")),
+              rel_err(table_dict(cur, f["w2"], "j"), table_dict(cur, pf["w2"], "j")))
+    cur.execute("SELECT count(*) FROM ddx_train_log WHERE run = 'fault'")
+    n = cur.fetchone()[0]
+    report(f"resumed after the worker returned: {steps} steps, ending where an uninterrupted run on plain tables ends",
+           err < 1e-10 and n == steps, f"error {err}, {n} steps logged")
+
+
 def main():
     conn = connect()
     cur = conn.cursor()
@@ -258,6 +353,8 @@ def main():
     refused(cur, "jvp of a reference table's parameter",
             f"WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {p['x']} x JOIN {a['w2']} w ON w.j = x.f GROUP BY x.s) "
             f"SELECT q.s, jvp(q.z, '{a['w2']}.val', 'tw') FROM pred q")
+
+    fault_run(cur)
 
     print(f"citus: {sum(results)} passed, {len(results) - sum(results)} failed", flush=True)
     return 0 if all(results) else 1

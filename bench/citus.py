@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""ddx on Citus beside plain tables, on the same cluster (scripts/citus.sh start).
+
+    eval "$(scripts/citus.sh env)"; bench/citus.py [repeats]
+
+For the linear model and the 2-layer MLP over S samples: the forward loss
+query under its best plan (default, or nested loops off), the statement with
+every parameter's gradient, and one AdamW step, in plain tables of the
+coordinator and with the data distributed by sample (co-located) and the
+parameters in reference tables. Medians of interleaved runs, ms; then the
+bytes of intermediate results the gradient program moved on Citus (EXPLAIN
+ANALYZE's "Intermediate Data Size", summed over its distributed subplans).
+"""
+import os
+import re
+import sys
+
+import psycopg2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import RUNNER, interleaved  # noqa: E402
+
+REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+S, F, H = 4096, 16, 16
+
+MODELS = {
+    "linear": ("""WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM x{k} x JOIN w{k} w ON w.f = x.f GROUP BY x.s),
+      loss AS (SELECT avg((p.z - y.val) * (p.z - y.val)) AS l FROM pred p JOIN y{k} y ON y.s = p.s)""", ["w"]),
+    "mlp": ("""WITH h AS (SELECT x.s, w1.j, tanh(sum(x.val * w1.val)) AS h FROM x{k} x JOIN w1{k} w1 ON w1.f = x.f
+                GROUP BY x.s, w1.j),
+      z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN w2{k} w2 ON w2.j = h.j GROUP BY h.s),
+      loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN y{k} y ON y.s = z.s)""", ["w1", "w2"]),
+}
+KEYS = {"w": "t.f", "w1": "t.f, t.j", "w2": "t.j"}
+
+
+def setup(cur):
+    for k in ("_p", "_c"):
+        cur.execute(f"""
+          DROP TABLE IF EXISTS x{k}, y{k}, w{k}, w1{k}, w2{k} CASCADE;
+          CREATE TABLE x{k} (s int, f int, val float8); CREATE TABLE y{k} (s int, val float8);
+          CREATE TABLE w{k} (f int PRIMARY KEY, val float8);
+          CREATE TABLE w1{k} (f int, j int, val float8, PRIMARY KEY (f, j));
+          CREATE TABLE w2{k} (j int PRIMARY KEY, val float8);
+          INSERT INTO x{k} SELECT s, f, sin(s * 7 + f) FROM generate_series(1, {S}) s, generate_series(1, {F}) f;
+          INSERT INTO y{k} SELECT s, cos(s) FROM generate_series(1, {S}) s;
+          INSERT INTO w{k} SELECT f, 0.1 * cos(f) FROM generate_series(1, {F}) f;
+          INSERT INTO w1{k} SELECT f, j, 0.3 * sin(f * 5 + j * 3) FROM generate_series(1, {F}) f, generate_series(1, {H}) j;
+          INSERT INTO w2{k} SELECT j, 0.5 * cos(j * 2) FROM generate_series(1, {H}) j;
+          ANALYZE x{k}, y{k}, w{k}, w1{k}, w2{k};""")
+    cur.execute("""SELECT create_distributed_table('x_c', 's'); SELECT create_distributed_table('y_c', 's', colocate_with => 'x_c');
+      SELECT create_reference_table('w_c'); SELECT create_reference_table('w1_c'); SELECT create_reference_table('w2_c')""")
+
+
+def intermediate_bytes(cur, grad_sql):
+    cur.execute("EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql)
+    plan = "\n".join(r[0] for r in cur.fetchall())
+    m = re.search(r"ddx_grad_(?:at|key)\('(.*?)'::text, \d", plan, re.S)
+    prog = m.group(1).replace("''", "'")
+    cur.execute("BEGIN; SET LOCAL search_path = pg_catalog, pg_temp; " + RUNNER.replace("SET ", "SET LOCAL "))
+    cur.execute("EXPLAIN ANALYZE " + prog)
+    text = "\n".join(r[0] for r in cur.fetchall())
+    cur.execute("ROLLBACK")
+    unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+    sizes = [float(n) * unit[u] for n, u in re.findall(r"Intermediate Data Size: ([\d.]+) (bytes|kB|MB|GB)", text)]
+    return sum(sizes), len(sizes)
+
+
+def main():
+    conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "citus"))
+    conn.autocommit = True
+    cur = conn.cursor()
+    setup(cur)
+    print(f"S = {S} samples, {F} features, MLP hidden {H}; median of {REPEATS} interleaved runs, ms")
+    print(f"{'model':<8} {'tables':<7} {'forward':>8} {'grad':>8} {'grad/fwd':>9} {'step':>8} {'step/fwd':>9}")
+    for name, (ctes, params) in MODELS.items():
+        rows = {}
+        runs = []
+        for k in ("_p", "_c"):
+            c = ctes.format(k=k)
+            fwd = f"{c} SELECT l FROM loss"
+            grad = f"{c} " + " UNION ALL ".join(
+                f"SELECT '{p}', grad('loss', t.val) FROM {p}{k} t" for p in params)
+            step = ("SELECT loss FROM ddx_adamw_step(%s, %s, 0.001, state_name => %s)" %
+                    tuple(psycopg2.extensions.adapt(v).getquoted().decode() for v in
+                          (fwd, [p + k + ".val" for p in params], "bench_" + name + k)))
+            runs += [(cur, "RESET enable_nestloop; " + fwd), (cur, "SET enable_nestloop = off; " + fwd),
+                     (cur, "RESET enable_nestloop; " + grad), (cur, "RESET enable_nestloop; " + step)]
+            rows[k] = grad
+        t = interleaved(runs, REPEATS)
+        for i, k in enumerate(("_p", "_c")):
+            d, nl, g, st = t[4 * i: 4 * i + 4]
+            fwd = min(d, nl)
+            label = "plain" if k == "_p" else "Citus"
+            print(f"{name:<8} {label:<7} {fwd:8.0f} {g:8.0f} {g / fwd:8.2f}x {st:8.0f} {st / fwd:8.2f}x", flush=True)
+        b, n = intermediate_bytes(cur, rows["_c"])
+        print(f"{name:<8} Citus gradient program: {n} intermediate results, {b / 1024:.0f} kB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
