@@ -1265,6 +1265,13 @@ BEGIN
            regexp_matches(o.v #>> '{}', 'ddx_grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
   LOOP
     p := p + 1;
+    -- over Citus data tables: the program with them gathered, or, with
+    -- ddx.citus_in_place on, in place (which the runner runs where Citus can
+    -- plan it, else the gathered one)
+    IF starts_with(prog, E'-- ddx: Citus tables in place\n') THEN
+      prog := split_part(substr(prog, 31), E'\n-- ddx: Citus tables gathered\n',
+                         CASE WHEN current_setting('ddx.citus_in_place', true) = 'on' THEN 1 ELSE 2 END);
+    END IF;
     parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');
     IF run_analyze THEN
       -- every step stored, so that each has its rows and time (a step that

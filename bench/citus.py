@@ -53,18 +53,36 @@ def setup(cur):
       SELECT create_reference_table('w_c'); SELECT create_reference_table('w1_c'); SELECT create_reference_table('w2_c')""")
 
 
+IN_PLACE, GATHERED = "-- ddx: Citus tables in place\n", "\n-- ddx: Citus tables gathered\n"
+
+
 def intermediate_bytes(cur, grad_sql):
+    """{variant: (bytes, results)} of the program's variants (src/pg/runner.h)."""
     cur.execute("EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql)
     plan = "\n".join(r[0] for r in cur.fetchall())
     m = re.search(r"ddx_grad_(?:at|key)\('(.*?)'::text, \d", plan, re.S)
     prog = m.group(1).replace("''", "'")
-    cur.execute("BEGIN; SET LOCAL search_path = pg_catalog, pg_temp; " + RUNNER.replace("SET ", "SET LOCAL "))
-    cur.execute("EXPLAIN ANALYZE " + prog)
-    text = "\n".join(r[0] for r in cur.fetchall())
-    cur.execute("ROLLBACK")
-    unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
-    sizes = [float(n) * unit[u] for n, u in re.findall(r"Intermediate Data Size: ([\d.]+) (bytes|kB|MB|GB)", text)]
-    return sum(sizes), len(sizes)
+    variants = {"gathered": prog}
+    if prog.startswith(IN_PLACE):
+        in_place, gathered = prog[len(IN_PLACE):].split(GATHERED)
+        variants = {"in place": in_place, "gathered": gathered}
+    out = {}
+    for name, sql in variants.items():
+        # (the settings go to the workers' tasks too, as the runner sends them)
+        cur.execute("BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; "
+                    "SET LOCAL search_path = pg_catalog, pg_temp; " + RUNNER.replace("SET ", "SET LOCAL "))
+        try:
+            cur.execute("EXPLAIN ANALYZE " + sql)
+            text = "\n".join(r[0] for r in cur.fetchall())
+        except psycopg2.Error as e:
+            out[name] = str(e).splitlines()[0]
+            cur.execute("ROLLBACK")
+            continue
+        cur.execute("ROLLBACK")
+        unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+        sizes = [float(n) * unit[u] for n, u in re.findall(r"Intermediate Data Size: ([\d.]+) (bytes|kB|MB|GB)", text)]
+        out[name] = (sum(sizes), len(sizes))
+    return out
 
 
 def main():
@@ -94,8 +112,9 @@ def main():
             fwd = min(d, nl)
             label = "plain" if k == "_p" else "Citus"
             print(f"{name:<8} {label:<7} {fwd:8.0f} {g:8.0f} {g / fwd:8.2f}x {st:8.0f} {st / fwd:8.2f}x", flush=True)
-        b, n = intermediate_bytes(cur, rows["_c"])
-        print(f"{name:<8} Citus gradient program: {n} intermediate results, {b / 1024:.0f} kB", flush=True)
+        for variant, r in intermediate_bytes(cur, rows["_c"]).items():
+            what = r if isinstance(r, str) else f"{r[1]} intermediate results, {r[0] / 1024:.0f} kB"
+            print(f"{name:<8} Citus gradient program, tables {variant}: {what}", flush=True)
 
 
 if __name__ == "__main__":

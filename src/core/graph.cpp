@@ -29,7 +29,8 @@ std::vector<ExprP> Exprs(const Rel *r) {
 
 }  // namespace
 
-Pass::Pass(const RelP &l, const std::vector<Tangent> *t) : tangents(t), loss(l) {
+Pass::Pass(const RelP &l, const std::vector<Tangent> *t, bool in_place)
+    : tangents(t), citus_in_place(in_place), loss(l) {
   // (tangent relations first: a scan with a parameter reads them)
   if (tangents)
     for (const Tangent &tg : *tangents)
@@ -151,8 +152,15 @@ void Pass::DecideMaterialized() {
   for (const Rel *s : sublink_rels) mat.insert(const_cast<Rel *>(s)), cte.insert(s);
   // Scans that only regions read are read in place: no copy of the table,
   // the planner sees its statistics, and ctid is the row's rid.
-  for (Rel *r : order)
-    if (r->kind == RelKind::Scan && r->single && !cte.count(r)) direct.insert(r);
+  // On Citus in place (program.h), so are Citus tables without parameters:
+  // their ctid serves only as a row's presence (a left join's NULL test),
+  // never as its identity, since no cotangent is summed by it.
+  for (Rel *r : order) {
+    if (r->kind != RelKind::Scan || cte.count(r)) continue;
+    bool param = false;
+    for (int k : r->param) param = param || k >= 0;
+    if (r->single || (citus_in_place && r->citus && !param)) direct.insert(r);
+  }
   // Composition inlines a projection's expressions into every use: keep
   // chains of projections from growing without bound.
   for (Rel *r : order) {

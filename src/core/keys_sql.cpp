@@ -56,8 +56,8 @@ std::string Pass::Groups(const Rel *r) const {
   for (int k = 0; k < r->nkeys; k++)
     if (FormOf(r, k) == KeyForm::One || FormOf(r, k) == KeyForm::Pair)
       for (const auto &c : KeyCols(r, k, "a." + C(k), "h" + std::to_string(k))) ab.push_back(c);
-  if (with_saved) return "(SELECT " + Join(ab, ", ") + " FROM " + B(r) + " a OFFSET 0) a";
-  return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid OFFSET 0) a";
+  if (with_saved) return "(SELECT " + Join(ab, ", ") + " FROM " + B(r) + " a" + Fence() + ") a";
+  return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid" + Fence() + ") a";
 }
 
 // Group key k of aggregate r matched NULL-safely by a hash join: each side

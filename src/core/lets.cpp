@@ -72,7 +72,7 @@ std::string Lets::Wrap(const std::string &inner) const {
   std::string sql = inner;
   for (const auto &layer : layers_) {
     if (layer.empty()) continue;
-    sql = "(SELECT " + alias_ + ".*, " + Join(layer, ", ") + " FROM " + sql + " " + alias_ + " OFFSET 0)";
+    sql = "(SELECT " + alias_ + ".*, " + Join(layer, ", ") + " FROM " + sql + " " + alias_ + p_.Fence() + ")";
   }
   return sql + " " + alias_;
 }

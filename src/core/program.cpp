@@ -138,9 +138,20 @@ std::vector<bool> ActiveColumns(const RelP &rel) {
   return p.active.at(rel.get());
 }
 
-Program BuildGradientProgram(const RelP &loss) {
-  core::Pass p(loss);
+Program BuildGradientProgram(const RelP &loss, CitusPlacement citus) {
+  core::Pass p(loss, nullptr, citus == CitusPlacement::InPlace);
   return core::Gradient(p);
+}
+
+bool ReadsCitusData(const RelP &loss) {
+  core::Pass p(loss);
+  for (const Rel *r : p.order) {
+    if (r->kind != RelKind::Scan || !r->citus) continue;
+    bool param = false;
+    for (int k : r->param) param = param || k >= 0;
+    if (!param) return true;
+  }
+  return false;
 }
 
 // The tangent query is one statement, so its steps are plain CTEs: where

@@ -315,10 +315,12 @@ std::string Pass::SplitFrom(const Region &reg, const std::set<int> &below, std::
   sel.insert(sel.end(), defs.begin(), defs.end());
   std::vector<std::string> exists = rwhere;
   for (const auto &c : cross_conds) exists.push_back(Sql(c, leaf)), cross.push_back(Sql(c, Above(reg, below)));
-  swhere.push_back("EXISTS (SELECT 1 FROM " + Join(rfrom, ", ") +
-                   (exists.empty() ? "" : " WHERE " + Join(exists, " AND ")) + ")");
-  std::string sub =
-      "(SELECT " + Join(sel, ", ") + " FROM " + Join(sfrom, ", ") + " WHERE " + Join(swhere, " AND ") + " OFFSET 0)";
+  // (a pre-filter only: the join below applies every condition again)
+  if (!citus_in_place)
+    swhere.push_back("EXISTS (SELECT 1 FROM " + Join(rfrom, ", ") +
+                     (exists.empty() ? "" : " WHERE " + Join(exists, " AND ")) + ")");
+  std::string sub = "(SELECT " + Join(sel, ", ") + " FROM " + Join(sfrom, ", ") +
+                    (swhere.empty() ? "" : " WHERE " + Join(swhere, " AND ")) + Fence() + ")";
   rwhere.insert(rwhere.end(), cross.begin(), cross.end());
   return wrap(sub) + ", " + Join(rfrom, ", ") + (rwhere.empty() ? "" : " WHERE " + Join(rwhere, " AND "));
 }

@@ -19,6 +19,7 @@
 #include "ddx/core/program.h"
 #include "ddx/pg/guard.h"
 #include "ddx/pg/hook.h"
+#include "ddx/pg/runner.h"
 #include "ddx/pg/translate.h"
 
 extern "C" {
@@ -833,6 +834,9 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
                                            : "The loss column is of type " + loss->cols[0].sql + ".",
                     "Compute the loss as a single float8 or numeric value, e.g. SELECT avg(...) AS l.");
       programs[g] = BuildGradientProgram(loss).sql;
+      if (ReadsCitusData(loss))
+        programs[g] = std::string(kInPlace) + BuildGradientProgram(loss, CitusPlacement::InPlace).sql + kGathered +
+                      programs[g];
       extern_params[g] = tr.ExternParams();
     } catch (Error &e) {
       if (e.position < 0) e.position = first->fe->location;

@@ -16,6 +16,10 @@ primary key, and forward mode (jvp).
 The plain tables are the oracle world: ddx's gradients there are checked
 against finite differences and PyTorch by the other suites.
 
+With PGOPTIONS="-c ddx.citus_in_place=on" the same checks run the programs
+with the data in place (pushed down to the workers where Citus can plan
+it), and check that they were, or that the runner fell back.
+
 Closes with "citus: N passed, N failed".
 """
 import os
@@ -109,8 +113,33 @@ def citus_kind(cur, name):
     return r[0] if r else "plain"
 
 
+FELL_BACK = "Citus cannot run the gradient program with its tables in place"
+
+
+IN_PLACE = "ddx.citus_in_place=on" in os.environ.get("PGOPTIONS", "")
+
+
+def in_place(sql):
+    """Whether the runner ran sql's gradient program with the Citus tables in
+    place (else it fell back to gathering them; it says so at DEBUG1). A
+    session of its own: programs are planned once per session."""
+    if not IN_PLACE:
+        return False
+    c = connect()
+    c.notices = []  # every notice, not the last 50
+    k = c.cursor()
+    k.execute("SET client_min_messages = debug1")
+    k.execute(sql)
+    k.fetchall()
+    c.close()
+    return not any(FELL_BACK in m for m in c.notices)
+
+
 def check_world(cur, label, n, p):
     """Everything ddx does in reverse mode, on world n against the plain world p."""
+    if IN_PLACE:
+        report(f"{label}: the gradient program runs with the data in place (pushed to the workers)",
+               in_place(MLP.format(**n) + f" SELECT t.j, grad('loss', t.val) FROM {n['w2']} t"))
     for table, key in (("w1", "t.f, t.j"), ("w2", "t.j")):
         err = rel_err(grads(cur, MLP, n, table, key), grads(cur, MLP, p, table, key))
         report(f"{label}: MLP grad of {table}.val equals plain tables", err < 1e-10, f"error {err}")
@@ -309,6 +338,15 @@ def main():
       SELECT create_distributed_table('{b['y']}', 's', shard_count => 6, colocate_with => 'none');
       SELECT create_distributed_table('{b['cot']}', 's', shard_count => 3, colocate_with => 'none')""")
     check_world(cur, "non-co-located data, local parameters", b, p)
+    # a join Citus cannot distribute (non-co-located tables, not on their
+    # distribution columns): the program over the tables gathered instead
+    joined = ("WITH pred AS (SELECT x.s, sum(x.val * w.val * y.val) AS z FROM {x} x JOIN {y} y ON y.s = x.f "
+              "JOIN {w2} w ON w.j = x.f GROUP BY x.s), loss AS (SELECT sum(q.z * q.z) AS l FROM pred q)")
+    if IN_PLACE:
+        report("a join Citus cannot distribute: the runner falls back to the gathered program",
+               not in_place(joined.format(**b) + f" SELECT t.j, grad('loss', t.val) FROM {b['w2']} t"))
+    err = rel_err(grads(cur, joined, b, "w2", "t.j"), grads(cur, joined, p, "w2", "t.j"))
+    report("... and its gradient equals plain tables", err < 1e-10, f"error {err}")
     train_both(cur, "non-co-located data, local parameters", b, p)
 
     # 3. Features distributed by feature, targets a reference table;

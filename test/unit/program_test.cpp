@@ -415,6 +415,40 @@ TEST(Program, CitusTablesAreSavedAndTheirParameterRowsKeyed) {
   }
 }
 
+// In place on Citus: the data (a Citus table without parameters) is read
+// where it is, the parameters through their keyed copy, and nothing is
+// fenced, so that Citus can push the per-row work to its workers.
+TEST(Program, CitusDataInPlaceIsUnfenced) {
+  // sum(tanh(pred.z) * y.val) over pred JOIN y, pred = x JOIN w by x.s (the
+  // gathered program computes tanh only for pred rows that meet a y row)
+  RelP pred = SumBy(XJoinW(-1, 0), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
+  RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
+  RelP yj = Join(pred, y, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
+  RelP loss =
+      Aggregate(Project(yj, {Call("mul", {Call("tanh", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  std::function<void(const RelP &)> mark = [&](const RelP &r) {
+    if (r->kind == RelKind::Scan) {
+      r->citus = true;
+      bool param = false;
+      for (int k : r->param) param = param || k >= 0;
+      if (param) r->identity = {r->names.at(0)};
+    }
+    for (auto &in : r->inputs) mark(in);
+  };
+  mark(loss);
+  EXPECT_TRUE(ReadsCitusData(loss));
+  Program g = BuildGradientProgram(loss);
+  Program p = BuildGradientProgram(loss, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(g.sql.find("OFFSET 0"), std::string::npos) << g.sql;
+  EXPECT_EQ(g.sql.find("public.x a"), std::string::npos) << g.sql;
+  EXPECT_EQ(p.sql.find("OFFSET 0"), std::string::npos) << p.sql;
+  EXPECT_NE(g.sql.find("EXISTS"), std::string::npos) << g.sql;
+  EXPECT_EQ(p.sql.find("EXISTS"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("public.x a0"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("ROW(t.f)::text AS key"), std::string::npos) << p.sql;
+}
+
 // An aggregate's backward pairs rows with their group by the group keys:
 // NULL-safely in general, by plain equality where the key cannot be NULL
 // (a NOT NULL column, or one a join compared with a strict operator).

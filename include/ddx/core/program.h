@@ -34,9 +34,23 @@ struct Program {
   int backward_steps = 0;
 };
 
+// Citus (Rel::citus scans). Gathered: every Citus table read through a saved
+// copy, which Citus gathers on the coordinator, the rest of the program over
+// intermediate results (Citus plans any program so). InPlace: the Citus
+// tables without parameters (the data) read in place, so that Citus can run
+// the per-row work where the rows are; no OFFSET 0 fences (Citus pulls a
+// subquery with OFFSET to the coordinator) and no EXISTS pre-filters (Citus
+// refuses a correlated subquery beside a CTE). Citus cannot plan every
+// program so: the runner falls back to the gathered one.
+enum class CitusPlacement { Gathered, InPlace };
+
 // Builds the gradient program of `loss` (one row, one differentiable column)
 // with respect to the scan columns whose Rel::param is >= 0. Throws Error.
-Program BuildGradientProgram(const RelP &loss);
+Program BuildGradientProgram(const RelP &loss, CitusPlacement citus = CitusPlacement::Gathered);
+
+// Whether `loss` reads a Citus table without parameters (whose in-place
+// program differs from the gathered one).
+bool ReadsCitusData(const RelP &loss);
 
 // Which output columns of `rel` depend on a parameter (vjp: the others are
 // the output's keys).

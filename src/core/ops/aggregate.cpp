@@ -167,7 +167,7 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
     for (const auto &n : under.Names()) sel.push_back("s." + n + " AS " + n);
     from = p.SplitFrom(reg, below, used, {}, [&](const std::string &sub) { return under.Wrap(sub); });
   }
-  std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + from + " OFFSET 0)");
+  std::string source = " FROM " + lets.Wrap("(SELECT " + Join(sel, ", ") + " FROM " + from + p.Fence() + ")");
   if (r->nkeys == 0) {
     source += " CROSS JOIN " + grp;
   } else {

@@ -230,7 +230,7 @@ class LeafTranspose {
     for (int c : cols) qout.push_back("sum(q." + D(c) + ") AS " + D(c));
     std::string src =
         lets_.Wrap("(SELECT " + Join(sel_, ", ") + " FROM " + Join(p_.FromsBut(reg_, L_), " CROSS JOIN ") +
-                   (oconds_.empty() ? "" : " WHERE " + Join(oconds_, " AND ")) + " OFFSET 0)");
+                   (oconds_.empty() ? "" : " WHERE " + Join(oconds_, " AND ")) + p_.Fence() + ")");
     std::vector<std::string> on = on_;
     on.insert(on.end(), cconds_.begin(), cconds_.end());
     std::string source =
