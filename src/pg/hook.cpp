@@ -835,8 +835,8 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
                     "Compute the loss as a single float8 or numeric value, e.g. SELECT avg(...) AS l.");
       programs[g] = BuildGradientProgram(loss).sql;
       if (ReadsCitusData(loss))
-        programs[g] = std::string(kInPlace) + BuildGradientProgram(loss, CitusPlacement::InPlace).sql + kGathered +
-                      programs[g];
+        programs[g] =
+            std::string(kInPlace) + BuildGradientProgram(loss, CitusPlacement::InPlace).sql + kGathered + programs[g];
       extern_params[g] = tr.ExternParams();
     } catch (Error &e) {
       if (e.position < 0) e.position = first->fe->location;

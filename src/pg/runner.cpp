@@ -141,7 +141,7 @@ void ForgetResult(void *arg) {
 struct KeptPlan {
   char *sql;
   SPIPlanPtr plan;
-  char *ran;  // the statement the plan runs: sql, or one of its two parts (kInPlace)
+  char *ran;      // the statement the plan runs: sql, or one of its two parts (kInPlace)
   bool in_place;  // ddx.citus_in_place when it was chosen
   KeptPlan *next;
 };
@@ -358,8 +358,8 @@ int ProgramSettings() {
 void CitusTaskSettings(const char *sql) {
   if (!citus_in_place || strncmp(sql, ddx::pg::kInPlace, strlen(ddx::pg::kInPlace)) != 0) return;
   if (!GetConfigOption("citus.propagate_set_commands", true, false)) return;
-  (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                          0, false);
+  (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
   const char *sets[] = {"SET LOCAL jit = off", "SET LOCAL enable_nestloop = off", "SET LOCAL enable_mergejoin = off",
                         "SET LOCAL enable_sort = off"};
   for (const char *s : sets)

@@ -424,8 +424,7 @@ TEST(Program, CitusDataInPlaceIsUnfenced) {
   RelP pred = SumBy(XJoinW(-1, 0), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
   RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
   RelP yj = Join(pred, y, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
-  RelP loss =
-      Aggregate(Project(yj, {Call("mul", {Call("tanh", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  RelP loss = Aggregate(Project(yj, {Call("mul", {Call("tanh", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
   std::function<void(const RelP &)> mark = [&](const RelP &r) {
     if (r->kind == RelKind::Scan) {
       r->citus = true;

@@ -83,7 +83,6 @@ struct Tangent {
 // query jvp runs, its steps fenced for PostgreSQL's planner; Differentiate:
 // the same steps as plain CTE bodies, for hvp to translate back to IR.
 enum class TangentUse { Run, Differentiate };
-std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents,
-                            TangentUse use = TangentUse::Run);
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use = TangentUse::Run);
 
 }  // namespace ddx

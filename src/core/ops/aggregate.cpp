@@ -222,8 +222,8 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
     inner.push_back(p.TangentSql(reg, arg) + " AS ta" + ks);
     AggFlow flow = FlowOf(a.fn);
     if (flow == AggFlow::Linear) {
-      tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(CASE WHEN i.a" + ks + " IS NULL THEN NULL ELSE i.ta" +
-                     ks + " END) AS t" + o);
+      tans.push_back(std::string(Counted(a.fn) ? "avg" : "sum") + "(CASE WHEN i.a" + ks +
+                     " IS NULL THEN NULL ELSE i.ta" + ks + " END) AS t" + o);
     } else if (flow == AggFlow::Attained) {  // (a NULL argument never equals the max)
       inner.push_back(a.fn + "(" + x + ") OVER (" + part + ") AS m" + ks);
       tans.push_back("avg(CASE WHEN i.a" + ks + " = i.m" + ks + " THEN i.ta" + ks + " END) AS t" + o);
