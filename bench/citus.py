@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """ddx on Citus beside plain tables, on the same cluster (scripts/citus.sh start).
 
-    eval "$(scripts/citus.sh env)"; bench/citus.py [repeats]
+    eval "$(scripts/citus.sh env)"; bench/citus.py [repeats] [--workers 1] [--in-place]
+
+--workers 1 takes the second worker out of a freshly started cluster first
+(scripts/citus.sh start), for the step's cost by the number of workers;
+--in-place sets ddx.citus_in_place (the programs' data read in place).
 
 For the linear model and the 2-layer MLP over S samples: the forward loss
 query under its best plan (default, or nested loops off), the statement with
@@ -11,6 +15,7 @@ parameters in reference tables. Medians of interleaved runs, ms; then the
 bytes of intermediate results the gradient program moved on Citus (EXPLAIN
 ANALYZE's "Intermediate Data Size", summed over its distributed subplans).
 """
+import argparse
 import os
 import re
 import sys
@@ -21,7 +26,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import RUNNER, interleaved  # noqa: E402
 
-REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+ap = argparse.ArgumentParser()
+ap.add_argument("repeats", type=int, nargs="?", default=5)
+ap.add_argument("--workers", type=int, choices=[1, 2], default=2)
+ap.add_argument("--in-place", action="store_true")
+args = ap.parse_args()
+REPEATS, WORKERS, IN_PLACE = args.repeats, args.workers, args.in_place
 S, F, H = 4096, 16, 16
 
 MODELS = {
@@ -89,6 +99,14 @@ def main():
     conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "citus"))
     conn.autocommit = True
     cur = conn.cursor()
+    if WORKERS == 1:
+        cur.execute("SELECT count(*) FROM pg_dist_node WHERE nodeport = 54342")
+        if cur.fetchone()[0]:
+            cur.execute("SELECT citus_remove_node('localhost', 54342)")
+    if IN_PLACE:
+        cur.execute("SET ddx.citus_in_place = on")
+    cur.execute("SELECT count(*) FROM citus_get_active_worker_nodes()")
+    print(f"{cur.fetchone()[0]} worker(s), ddx.citus_in_place = {'on' if IN_PLACE else 'off'}")
     setup(cur)
     print(f"S = {S} samples, {F} features, MLP hidden {H}; median of {REPEATS} interleaved runs, ms")
     print(f"{'model':<8} {'tables':<7} {'forward':>8} {'grad':>8} {'grad/fwd':>9} {'step':>8} {'step/fwd':>9}")

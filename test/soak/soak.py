@@ -363,6 +363,26 @@ def run_checks(conn, i):
         for name, got, want in checks:
             if not close(got, want, rtol, 1e-12 * max(1.0, abs(L or 0), gmax)):
                 problems.append(f"{name}: {got} vs {want}")
+    # the contraction node (ddx.contraction) gives PostgreSQL's answer: the
+    # gradient and the loss's value with the node switched the other way
+    # (off where it is on, 'all' where it is off), row by row. Only the
+    # summation order differs: 1e-12 relative, and absolutely 1e-12 of the
+    # largest value the sums add (the large mode's 10^5-row joins as above).
+    cur.execute("SHOW ddx.contraction")
+    setting = cur.fetchone()[0]
+    other = "all" if setting == "off" else "off"
+    cur.execute(f"SET ddx.contraction = '{other}'")
+    try:
+        g_other, L_other = grads(cur, loss), loss_value(cur, loss)
+    finally:
+        cur.execute(f"SET ddx.contraction = '{setting}'")
+    ntol = rtol if mode == "large" else 1e-12
+    if not close(L_other, L, ntol, 1e-12 * max(1.0, abs(L or 0))):
+        problems.append(f"loss with ddx.contraction = {other}: {L_other} vs {L}")
+    for ctid, v in g.items():
+        if not close(g_other.get(ctid), v, ntol, 1e-12 * max(1.0, abs(L or 0), gmax)):
+            problems.append(f"ddx.contraction = {other}: row {ctid}: {g_other.get(ctid)} vs {v}")
+            break
     # forward mode: the jvp of the loss along a tangent of p's rows (keyed by
     # (k, g): rows with equal keys share a tangent; a NULL key has none) is
     # the gradient's inner product with that tangent, <J t, 1> = <t, J^T 1>.
