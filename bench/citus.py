@@ -8,8 +8,9 @@
 --in-place sets ddx.citus_in_place (the programs' data read in place).
 
 For the linear model and the 2-layer MLP over S samples: the forward loss
-query under its best plan (default, or nested loops off), the statement with
-every parameter's gradient, and one AdamW step, in plain tables of the
+query under its best plan (default, or nested loops off), one parameter
+table's gradient, the statement with every parameter's gradient, and one
+AdamW step, in plain tables of the
 coordinator and with the data distributed by sample (co-located) and the
 parameters in reference tables. Medians of interleaved runs, ms; then the
 bytes of intermediate results the gradient program moved on Citus (EXPLAIN
@@ -109,7 +110,11 @@ def main():
     print(f"{cur.fetchone()[0]} worker(s), ddx.citus_in_place = {'on' if IN_PLACE else 'off'}")
     setup(cur)
     print(f"S = {S} samples, {F} features, MLP hidden {H}; median of {REPEATS} interleaved runs, ms")
-    print(f"{'model':<8} {'tables':<7} {'forward':>8} {'grad':>8} {'grad/fwd':>9} {'step':>8} {'step/fwd':>9}")
+    # grad1: one parameter table's gradient (one run of the program); grad:
+    # every parameter's, in one statement (on Citus, each table's part is a
+    # subplan of its own, which runs the program again)
+    print(f"{'model':<8} {'tables':<7} {'forward':>8} {'grad1':>8} {'/fwd':>9} {'grad':>8} {'/fwd':>9} {'step':>8} "
+          f"{'/fwd':>9}")
     for name, (ctes, params) in MODELS.items():
         rows = {}
         runs = []
@@ -121,15 +126,18 @@ def main():
             step = ("SELECT loss FROM ddx_adamw_step(%s, %s, 0.001, state_name => %s)" %
                     tuple(psycopg2.extensions.adapt(v).getquoted().decode() for v in
                           (fwd, [p + k + ".val" for p in params], "bench_" + name + k)))
+            one = f"{c} SELECT '{params[-1]}', grad('loss', t.val) FROM {params[-1]}{k} t"
             runs += [(cur, "RESET enable_nestloop; " + fwd), (cur, "SET enable_nestloop = off; " + fwd),
-                     (cur, "RESET enable_nestloop; " + grad), (cur, "RESET enable_nestloop; " + step)]
+                     (cur, "RESET enable_nestloop; " + grad), (cur, "RESET enable_nestloop; " + step),
+                     (cur, "RESET enable_nestloop; " + one)]
             rows[k] = grad
         t = interleaved(runs, REPEATS)
         for i, k in enumerate(("_p", "_c")):
-            d, nl, g, st = t[4 * i: 4 * i + 4]
+            d, nl, g, st, g1 = t[5 * i: 5 * i + 5]
             fwd = min(d, nl)
             label = "plain" if k == "_p" else "Citus"
-            print(f"{name:<8} {label:<7} {fwd:8.0f} {g:8.0f} {g / fwd:8.2f}x {st:8.0f} {st / fwd:8.2f}x", flush=True)
+            print(f"{name:<8} {label:<7} {fwd:8.0f} {g1:8.0f} {g1 / fwd:8.2f}x {g:8.0f} {g / fwd:8.2f}x {st:8.0f} "
+                  f"{st / fwd:8.2f}x", flush=True)
         for variant, r in intermediate_bytes(cur, rows["_c"]).items():
             what = r if isinstance(r, str) else f"{r[1]} intermediate results, {r[0] / 1024:.0f} kB"
             print(f"{name:<8} Citus gradient program, tables {variant}: {what}", flush=True)
