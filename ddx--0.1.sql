@@ -860,7 +860,24 @@ DECLARE
   upd text;
   nc int;
   nt int := 0;
+  -- On Citus, every CTE of the statement that reads a Citus table is a
+  -- subplan of its own, run as an execution of its own, and each execution
+  -- ran the gradient program again (an MLP's step: once per parameter table
+  -- and once for the loss). There the gradients of all tables and the loss
+  -- come from one CTE, ddx_gall (t = the table's number, 0 the loss; keys as
+  -- text, values and gradients as float8 arrays), and ddx_g<i> read it back.
+  citus boolean := false;
+  garms text[] := '{}';
+  gk text;   -- ARRAY[t.<key>::text, ...]
+  gp text;   -- ARRAY[t.<col>::float8, ...]
+  gg text;   -- ARRAY[grad(..., t.<col>), ...]
+  gback text;  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
+  lossv text := '@extschema@.ddx_value(''ddx_loss'')';
 BEGIN
+  IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ANY ($1))'
+      INTO citus USING ARRAY(SELECT x.tbl FROM unnest(tabs) x);
+  END IF;
   stepped := '{}';
   FOREACH t IN ARRAY tabs LOOP
     nt := nt + 1;
@@ -895,7 +912,27 @@ BEGIN
                              CASE WHEN opt <> 'adamw' AND t.decay[j] AND decays
                                   THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
     END LOOP;
-    gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
+    IF citus THEN
+      gk := '';
+      gback := '';
+      FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
+        gk := gk || format('t.%I::text, ', t.keys[k]);
+        gback := gback || format('(a.k[%1$s])::%2$s AS k%1$s, ', k, t.ktypes[k]);
+      END LOOP;
+      gp := '';
+      gg := '';
+      FOR j IN 1 .. nc LOOP
+        gp := gp || format('t.%I::float8, ', t.cols[j]);
+        gg := gg || format('@extschema@.grad(''ddx_loss'', t.%I), ', t.cols[j]);
+        gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
+      END LOOP;
+      garms := garms || format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
+                               'ARRAY[%s]::float8[] AS g FROM %s t', nt, rtrim(gk, ', '), rtrim(gp, ', '),
+                               rtrim(gg, ', '), t.qtbl);
+      gctes := gctes || format('ddx_g%s AS (SELECT %s FROM ddx_gall a WHERE a.t = %s)', nt, rtrim(gback, ', '), nt);
+    ELSE
+      gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
+    END IF;
     IF NOT stateful THEN
       -- SGD without momentum keeps no state: p -= lr * (clipped gradient + L2 term)
       upd := '';
@@ -966,12 +1003,17 @@ BEGIN
                              CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
     END IF;
   END LOOP;
-  sql := format('WITH ddx_loss AS (%s), %s, ddx_norm AS MATERIALIZED (SELECT @extschema@.ddx_value(''ddx_loss'') AS loss, '
+  IF citus THEN
+    gctes := ARRAY[format('ddx_gall AS MATERIALIZED (%s UNION ALL SELECT 0, NULL::text[], NULL::float8[], ARRAY[%s])',
+                          array_to_string(garms, ' UNION ALL '), lossv)] || gctes;
+    lossv := '(SELECT a.g[1] FROM ddx_gall a WHERE a.t = 0)';
+  END IF;
+  sql := format('WITH ddx_loss AS (%s), %s, ddx_norm AS MATERIALIZED (SELECT %s AS loss, '
                 'sqrt(coalesce(sum(q.ss), 0)) AS norm FROM (%s) q), '
                 'ddx_scale AS MATERIALIZED (SELECT CASE WHEN $7::float8 IS NULL THEN 1::float8 '
                 'ELSE least($7 / (n.norm + 1e-6), 1::float8) END AS s FROM ddx_norm n), %s '
                 'SELECT n.norm, n.loss FROM ddx_norm n',
-                loss_sql, array_to_string(gctes, ', '), array_to_string(norms, ' UNION ALL '),
+                loss_sql, array_to_string(gctes, ', '), lossv, array_to_string(norms, ' UNION ALL '),
                 array_to_string(ctes, ', '));
 END $$;
 
