@@ -856,7 +856,18 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
         toid = (Node *)makeConst(OIDOID, -1, InvalidOid, 4, ObjectIdGetDatum(InvalidOid), false, true);
         ctid = (Node *)makeConst(TIDOID, -1, InvalidOid, sizeof(ItemPointerData), PointerGetDatum(none), false, false);
         isnull = (Node *)makeBoolConst(false, false);
-      } else if (call.keyed) {
+      } else {
+        Var *v = call.param;
+        NullTest *nt = makeNode(NullTest);
+        nt->arg = (::Expr *)copyObjectImpl(v);
+        nt->nulltesttype = IS_NULL;
+        nt->argisrow = false;
+        nt->location = -1;
+        isnull = (Node *)nt;
+        toid = (Node *)makeVar(call.base_varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, v->varlevelsup);
+        ctid = (Node *)makeVar(call.base_varno, SelfItemPointerAttributeNumber, TIDOID, -1, InvalidOid, v->varlevelsup);
+      }
+      if (call.keyed && !call.value) {
         // ROW(the primary key's columns in attribute order)::text, as the
         // program writes a Citus table's row (see CitusParameterTable); the
         // table itself, not the tableoid of whichever shard the row is read from
@@ -884,27 +895,10 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
         io->location = -1;
         toid = (Node *)makeConst(OIDOID, -1, InvalidOid, 4, ObjectIdGetDatum(call.relid), false, true);
         ctid = (Node *)io;
-        NullTest *nt = makeNode(NullTest);
-        nt->arg = (::Expr *)copyObjectImpl(v);
-        nt->nulltesttype = IS_NULL;
-        nt->argisrow = false;
-        nt->location = -1;
-        isnull = (Node *)nt;
-      } else {
-        Var *v = call.param;
-        toid = (Node *)makeVar(call.base_varno, TableOidAttributeNumber, OIDOID, -1, InvalidOid, v->varlevelsup);
-        ctid = (Node *)makeVar(call.base_varno, SelfItemPointerAttributeNumber, TIDOID, -1, InvalidOid, v->varlevelsup);
-        NullTest *nt = makeNode(NullTest);
-        nt->arg = (::Expr *)copyObjectImpl(v);
-        nt->nulltesttype = IS_NULL;
-        nt->argisrow = false;
-        nt->location = -1;
-        isnull = (Node *)nt;
-      }
-      if (call.keyed && !call.value)
         fe->funcid = extern_params[call.group].empty() ? oids.grad_key : oids.grad_key_params;
-      else
+      } else {
         fe->funcid = extern_params[call.group].empty() ? oids.grad_at : oids.grad_at_params;
+      }
       fe->funcresulttype = FLOAT8OID;
       fe->funcretset = false;
       fe->funcvariadic = false;

@@ -360,6 +360,38 @@ def main():
     check_world(cur, "data by feature, Citus-managed local parameters", c, p)
     train_both(cur, "data by feature, Citus-managed local parameters", c, p)
 
+    # Keys users pick: text with a comma, a quote and a space, in a column
+    # named v; a parameter row added between two steps.
+    for sfx in ("_tp", "_t"):
+        cur.execute(f"""DROP TABLE IF EXISTS xt{sfx}, yt{sfx}, wt{sfx} CASCADE;
+          CREATE TABLE xt{sfx} (s int, v text, val float8); CREATE TABLE yt{sfx} (s int, val float8);
+          CREATE TABLE wt{sfx} (v text PRIMARY KEY, val float8);
+          INSERT INTO wt{sfx} VALUES ('a,"b', 0.5), ('c d', -0.25), ('(e)', 0.75);
+          INSERT INTO xt{sfx} SELECT s, n, sin(s * 7 + length(n)) FROM generate_series(1, {NS}) s,
+            unnest(ARRAY['a,"b', 'c d', '(e)', 'f''g']) n;
+          INSERT INTO yt{sfx} SELECT s, cos(s) FROM generate_series(1, {NS}) s""")
+    cur.execute("SELECT create_distributed_table('xt_t', 's'); SELECT create_distributed_table('yt_t', 's');"
+                "SELECT create_reference_table('wt_t')")
+    text_loss = ("WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM xt{k} x JOIN wt{k} w ON w.v = x.v GROUP BY x.s), "
+                 "loss AS (SELECT sum((p.z - y.val) * (p.z - y.val)) AS l FROM pred p JOIN yt{k} y ON y.s = p.s)")
+    tg = {}
+    for k in ("_t", "_tp"):
+        cur.execute(text_loss.format(k=k) + f" SELECT t.v, grad('loss', t.val) FROM wt{k} t")
+        tg[k] = {(r[0],): r[1] for r in cur.fetchall()}
+    err = rel_err(tg["_t"], tg["_tp"])
+    report("text keys with a comma, a quote and a space: grad equals plain tables", err < 1e-10, f"error {err}")
+    for i in (1, 2):
+        for k in ("_t", "_tp"):
+            cur.execute("SELECT loss FROM ddx_adamw_step(%s, %s, 0.05, state_name => %s)",
+                        (text_loss.format(k=k) + " SELECT l FROM loss", [f"wt{k}.val"], "text" + k))
+        err = rel_err(table_dict(cur, "wt_t", "v"), table_dict(cur, "wt_tp", "v"))
+        report(f"text keys: AdamW step {i} equals plain tables"
+               + (" (a parameter row added after step 1)" if i == 2 else ""), err < 1e-10 and
+               len(table_dict(cur, "wt_t", "v")) == 3 + (i == 2), f"error {err}")
+        if i == 1:
+            for k in ("_t", "_tp"):
+                cur.execute(f"INSERT INTO wt{k} VALUES ('f''g', 0.1)")
+
     # What is not done yet is refused, nothing written.
     d = make_world(cur, "_d")
     cur.execute(f"""SELECT create_distributed_table('{d['x']}', 's');

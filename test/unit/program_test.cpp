@@ -384,22 +384,24 @@ TEST(Program, ScansReadInPlaceUseTheCtid) {
   EXPECT_NE(p.sql.find("CAST('public.w' AS pg_catalog.regclass)"), std::string::npos) << p.sql;
 }
 
+// Every scan a Citus table, as the translator marks one: a parameter table's
+// rows keyed by its first column.
+void MarkCitus(const RelP &r) {
+  if (r->kind == RelKind::Scan) {
+    r->citus = true;
+    bool param = false;
+    for (int k : r->param) param = param || k >= 0;
+    if (param) r->identity = {r->names.at(0)};
+  }
+  for (auto &in : r->inputs) MarkCitus(in);
+}
+
 // A Citus table is read through a saved copy (its rid computed once, not a
 // shard's ctid), and a parameter row in one is identified by its primary
 // key: the program's key column, tid NULL. Forward mode refuses it.
 TEST(Program, CitusTablesAreSavedAndTheirParameterRowsKeyed) {
   RelP loss = LinearLoss();
-  std::function<void(const RelP &)> mark = [&](const RelP &r) {
-    if (r->kind == RelKind::Scan) {
-      r->citus = true;
-      r->single = false;
-      bool param = false;
-      for (int k : r->param) param = param || k >= 0;
-      if (param) r->identity = {r->names.at(0)};
-    }
-    for (auto &in : r->inputs) mark(in);
-  };
-  mark(loss);
+  MarkCitus(loss);
   Program p = Build(loss);
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find(".ctid"), std::string::npos) << p.sql;
@@ -425,16 +427,7 @@ TEST(Program, CitusDataInPlaceIsUnfenced) {
   RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
   RelP yj = Join(pred, y, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
   RelP loss = Aggregate(Project(yj, {Call("mul", {Call("tanh", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
-  std::function<void(const RelP &)> mark = [&](const RelP &r) {
-    if (r->kind == RelKind::Scan) {
-      r->citus = true;
-      bool param = false;
-      for (int k : r->param) param = param || k >= 0;
-      if (param) r->identity = {r->names.at(0)};
-    }
-    for (auto &in : r->inputs) mark(in);
-  };
-  mark(loss);
+  MarkCitus(loss);
   EXPECT_TRUE(ReadsCitusData(loss));
   Program g = BuildGradientProgram(loss);
   Program p = BuildGradientProgram(loss, CitusPlacement::InPlace);
