@@ -458,6 +458,8 @@ DECLARE
   dead regclass;
   dmethod text;
   dmodel text;
+  dcol text;
+  dk int;
 BEGIN
   IF NOT pg_has_role(session_user, trainer, 'MEMBER') THEN
     RAISE EXCEPTION 'role % may not act as role %', session_user, trainer USING ERRCODE = '42501';
@@ -524,11 +526,23 @@ BEGIN
     ELSIF dmethod = 'n' THEN
       EXECUTE 'SELECT pg_catalog.citus_add_local_table_to_metadata($1)' USING st;
       st := format('_ddx.%I', nm)::regclass;  -- Citus made the table a shard and put a new one in its place
+    ELSIF dmethod = 'h' THEN
+      -- a distributed table's state is distributed by the key column that
+      -- the table is distributed by, co-located with it: a row's state lives
+      -- on its row's worker, and a step updates both in one distributed
+      -- transaction
+      EXECUTE 'SELECT pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) FROM pg_catalog.pg_dist_partition p '
+              'WHERE p.logicalrelid = $1' INTO dcol USING t;
+      dk := array_position(want, dcol::name);
+      IF dk IS NULL THEN
+        RAISE EXCEPTION 'the distribution column of % is not in its primary key', t USING ERRCODE = '0A000';
+      END IF;
+      EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2, colocate_with => $3)'
+        USING st, 'k' || dk, t::text;
     ELSIF dmethod IS NOT NULL THEN
-      RAISE EXCEPTION 'ddx does not take parameters from a distributed table yet: % is a Citus distributed table', t
+      RAISE EXCEPTION 'ddx does not take parameters from a range- or append-distributed table: % is one', t
         USING ERRCODE = '0A000',
-              HINT = 'Keep parameters in a reference table (create_reference_table) or a table of the coordinator; '
-                     'the data the loss reads may be distributed.';
+              HINT = 'Distribute the parameters by hash (create_distributed_table), or keep them in a reference table.';
     END IF;
   END IF;
   INSERT INTO _ddx.state_table VALUES (t, trainer, st, want);
@@ -690,6 +704,7 @@ DECLARE
   st regclass;
   made name[];
   kj text := '';
+  last int;
 BEGIN
   SELECT * INTO p FROM _ddx.param_columns(ARRAY[param]);
   SELECT s.state, s.keys INTO st, made FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
@@ -701,11 +716,16 @@ BEGIN
     kj := kj || format('%L, s.k%s, ', made[k], k);
   END LOOP;
   -- a row counts only if it was stepped when its column last was (a row
-  -- NULL or deleted since has no state)
+  -- NULL or deleted since has no state). That step is read here, not joined:
+  -- Citus would send run_param's regclass to the workers of a distributed
+  -- state table as the coordinator's OID, which names nothing there.
+  SELECT r.last_step INTO last FROM _ddx.run_param r WHERE r.run = i AND r.param = p.tbl AND r.col = p.col;
+  IF last IS NULL THEN
+    RETURN;
+  END IF;
   RETURN QUERY EXECUTE format('SELECT jsonb_build_object(%s) AS key, s.step, s.m, s.v, s.buf FROM %s s '
-                              'JOIN _ddx.run_param r ON r.run = s.run AND r.param = $3 AND r.col = s.col '
-                              'AND r.last_step = s.at WHERE s.run = $1 AND s.col = $2 ORDER BY 1', rtrim(kj, ', '), st)
-    USING i, p.col::text, p.tbl;
+                              'WHERE s.run = $1 AND s.col = $2 AND s.at = $3 ORDER BY 1', rtrim(kj, ', '), st)
+    USING i, p.col::text, last;
 END $$;
 
 -- --- gradients into tables -----------------------------------------------------
@@ -969,12 +989,16 @@ BEGIN
     END IF;
     ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
                            'RETURNING s.col, %5$s%6$s)', nt, st, sset, kds, replace(ks, 'k', 's.k'), sret);
-    -- (the anti-join runs only when the UPDATE missed rows: 1.1 s of nothing at 800k rows otherwise)
+    -- The rows the UPDATE missed, by an anti-join with its RETURNING rows
+    -- (the rows it matched), not with the state table: on Citus, a state
+    -- table distributed like its parameters may not be read by a subquery
+    -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
+    -- rows: 1.1 s of nothing at 800k rows otherwise.)
     ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
-                           'FROM ddx_d%1$s d WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
-                           'AND NOT EXISTS (SELECT 1 FROM %2$s s WHERE s.run = $2 AND s.col = d.col%7$s) '
-                           'RETURNING s.col, %8$s%9$s)', nt, st, ks, icols, replace(ks, 'k', 'd.k'), ivals, kds,
-                           replace(ks, 'k', 's.k'), sret);
+                           'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
+                           'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
+                           'AND o.col IS NULL RETURNING s.col, %8$s%9$s)', nt, st, ks, icols, replace(ks, 'k', 'd.k'),
+                           ivals, replace(kds, 's.k', 'o.k'), replace(ks, 'k', 's.k'), sret);
     ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
     IF opt = 'sgd' AND nesterov THEN  -- p -= lr * (d + momentum * buf)
       ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s$3 * (g.d + $8 * s.b) AS u FROM ddx_s%1$s s '

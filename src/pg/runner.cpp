@@ -157,10 +157,10 @@ SPIPlanPtr Prepare(const char *sql, int nparams, Oid *types) {
 
 // The in-place program over Citus tables (kInPlace), prepared and planned
 // now, in a subtransaction: Citus plans a statement when it is first planned
-// and refuses (0A000) what it cannot distribute, such as a join of two
-// distributed tables on other columns than their distribution columns.
-// NULL, with the reason at DEBUG1, where it refuses; any other error is
-// raised. (Planning is all the subtransaction does: nothing runs in it.
+// and refuses (0A000, or XX000 for a join it would repartition) what it
+// cannot distribute, such as a join of two distributed tables on other
+// columns than their distribution columns. NULL, with the reason at DEBUG1,
+// where it refuses; any other error is raised. (Planning is all the subtransaction does: nothing runs in it.
 // Within SPI, as PL/pgSQL's exception blocks: AtEOSubXact_SPI cleans up.)
 SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   MemoryContext cxt = CurrentMemoryContext;
@@ -187,7 +187,13 @@ SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
     CurrentResourceOwner = owner;
     if (plan) SPI_freeplan(plan);
     plan = NULL;
-    if (ERRCODE_TO_CATEGORY(e->sqlerrcode) != ERRCODE_FEATURE_NOT_SUPPORTED) ReThrowError(e);
+    // Citus refuses some plans without a code of their own: "the query
+    // contains a join that requires repartitioning" (XX000, from
+    // JobExecutorType at planning, where citus.enable_repartition_joins is
+    // off), as a join of the data with a distributed parameter table read in
+    // place by another column than its distribution column
+    if (ERRCODE_TO_CATEGORY(e->sqlerrcode) != ERRCODE_FEATURE_NOT_SUPPORTED && e->sqlerrcode != ERRCODE_INTERNAL_ERROR)
+      ReThrowError(e);
     ereport(DEBUG1, (errmsg_internal("ddx: Citus cannot run the gradient program with its tables in place (%s); "
                                      "it runs over them gathered on the coordinator",
                                      e->message)));

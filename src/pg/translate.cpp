@@ -407,7 +407,7 @@ void CheckQuery(Query *q) {
 // table), which exists only where the citus extension is created. ddx reads
 // it by name, without linking Citus; a heap scan under the catalog snapshot,
 // the table having one row per Citus table.
-std::string CitusTableKind(Oid relid) {
+std::string CitusTableKind(Oid relid, bool *hash) {
   struct Raw {
     char method, model;
   };
@@ -432,6 +432,7 @@ std::string CitusTableKind(Oid relid) {
     table_close(rel, AccessShareLock);
     return r;
   });
+  if (hash) *hash = raw.method == 'h';
   if (!raw.method) return "";
   if (raw.method == 'h' || raw.method == 'r' || raw.method == 'a') return "distributed table";
   if (raw.model == 't') return "reference table";
@@ -461,19 +462,24 @@ std::vector<AttrNumber> PrimaryKeyAttnos(Oid relid) {
   });
 }
 
-// A parameter's table on Citus: a reference table or a table that Citus
-// manages on the coordinator, identified by its primary key (its placements
-// do not share ctids). Parameters in a distributed table are refused: a
-// statement over one runs on the workers, grad's call with it.
-bool CitusParameterTable(Oid relid, const std::string &name) {
-  std::string kind = CitusTableKind(relid);
+// A parameter's table on Citus: a reference table, a table that Citus
+// manages on the coordinator, or a table hash-distributed by (a column of)
+// its primary key, an embedding; its rows identified by their primary key
+// (its placements do not share ctids). A range- or append-distributed table
+// is refused (create_distributed_table makes hash tables; ddx places the
+// optimizer state of a distributed table co-located with it, which only
+// hash distribution offers).
+bool CitusParameterTable(Oid relid, const std::string &name, bool *distributed) {
+  bool hash = false;
+  std::string kind = CitusTableKind(relid, &hash);
+  if (distributed) *distributed = kind == "distributed table";
   if (kind.empty()) return false;
-  if (kind == "distributed table")
+  if (kind == "distributed table" && !hash)
     throw Error(sqlstate::kFeatureNotSupported,
-                "ddx does not take parameters from a distributed table yet: " + name + " is a Citus " + kind,
-                "A statement over a distributed table runs on the workers, and grad's call with it.",
-                "Keep parameters in a reference table (create_reference_table) or a table of the coordinator; "
-                "the data the loss reads may be distributed.");
+                "ddx does not take parameters from a range- or append-distributed table: " + name + " is one",
+                "ddx keeps a distributed parameter table's optimizer state co-located with it, which needs hash "
+                "distribution.",
+                "Distribute the parameters by hash (create_distributed_table), or keep them in a reference table.");
   if (PgCall([&] { return get_rel_relkind(relid); }) != RELKIND_RELATION)
     throw Error(sqlstate::kFeatureNotSupported,
                 "ddx does not take parameters from a partitioned Citus table yet: " + name + " is one");

@@ -9,9 +9,12 @@ feature) or reference tables, and the parameters in reference tables, in
 plain tables of the coordinator or in tables Citus manages there. A linear
 model's gradient is also checked against its closed form. Optimizer state is
 placed like its parameters (a reference table's state is a reference table).
+Parameters may also be in distributed tables (an embedding distributed by
+its token), whose optimizer state is distributed alike and co-located.
 What ddx cannot do yet on Citus is refused with 0A000 and a hint, nothing
-written: parameters in a distributed table, a Citus parameter table without a
-primary key, and forward mode (jvp).
+written: grad in a statement that modifies or locks a distributed parameter
+table, a Citus parameter table without a primary key, and forward mode
+(jvp).
 
 The plain tables are the oracle world: ddx's gradients there are checked
 against finite differences and PyTorch by the other suites.
@@ -135,11 +138,14 @@ def in_place(sql):
     return not any(FELL_BACK in m for m in c.notices)
 
 
-def check_world(cur, label, n, p):
-    """Everything ddx does in reverse mode, on world n against the plain world p."""
+def check_world(cur, label, n, p, pushed=True):
+    """Everything ddx does in reverse mode, on world n against the plain world p
+    (pushed: whether Citus can run the program with the data in place)."""
     if IN_PLACE:
-        report(f"{label}: the gradient program runs with the data in place (pushed to the workers)",
-               in_place(MLP.format(**n) + f" SELECT t.j, grad('loss', t.val) FROM {n['w2']} t"))
+        ran = in_place(MLP.format(**n) + f" SELECT t.j, grad('loss', t.val) FROM {n['w2']} t")
+        report(f"{label}: " + ("the gradient program runs with the data in place (pushed to the workers)" if pushed else
+                               "a join Citus would repartition: the runner falls back to the gathered program"),
+               ran == pushed)
     for table, key in (("w1", "t.f, t.j"), ("w2", "t.j")):
         err = rel_err(grads(cur, MLP, n, table, key), grads(cur, MLP, p, table, key))
         report(f"{label}: MLP grad of {table}.val equals plain tables", err < 1e-10, f"error {err}")
@@ -232,6 +238,7 @@ def fault_run(cur):
     placement, and after the worker returns the run resumes and ends where
     the same run on plain tables, never interrupted, ends."""
     steps = 80
+    cur.execute("SELECT ddx_run_drop(r.name) FROM ddx_runs r WHERE r.name IN ('fault', 'faultplain')")  # a rerun
     f, pf = make_world(cur, "_f"), make_world(cur, "_pf")
     cur.execute(f"""SELECT create_distributed_table('{f['x']}', 's');
       SELECT create_distributed_table('{f['y']}', 's', colocate_with => '{f['x']}');
@@ -392,24 +399,120 @@ def main():
             for k in ("_t", "_tp"):
                 cur.execute(f"INSERT INTO wt{k} VALUES ('f''g', 0.1)")
 
-    # What is not done yet is refused, nothing written.
+    # 4. Parameters in distributed tables: w1 by its feature, w2 by its
+    #    unit (co-located with nothing); their optimizer state distributed
+    #    alike, co-located with them.
+    p = make_world(cur, "_pd")
     d = make_world(cur, "_d")
     cur.execute(f"""SELECT create_distributed_table('{d['x']}', 's');
       SELECT create_distributed_table('{d['y']}', 's', colocate_with => '{d['x']}');
-      SELECT create_distributed_table('{d['w2']}', 'j')""")
-    refused(cur, "parameters in a distributed table",
-            LINEAR.format(**d) + f" SELECT t.j, grad('loss', t.val) FROM {d['w2']} t")
+      SELECT create_distributed_table('{d['cot']}', 's', colocate_with => '{d['x']}');
+      SELECT create_distributed_table('{d['w1']}', 'f', colocate_with => 'none');
+      SELECT create_distributed_table('{d['w2']}', 'j', shard_count => 5, colocate_with => 'none')""")
+    # (w1 is distributed by f, the data by s: read in place, as the data of
+    # w2's gradient, their join is one Citus would repartition)
+    check_world(cur, "distributed data, distributed parameters", d, p, pushed=False)
+    train_both(cur, "distributed data, distributed parameters", d, p)
+    cur.execute("SELECT s.state::text, (SELECT q.colocationid FROM pg_dist_partition q WHERE q.logicalrelid = s.state) = "
+                "(SELECT q.colocationid FROM pg_dist_partition q WHERE q.logicalrelid = s.param) "
+                "FROM _ddx.state_table s WHERE s.param IN (%s::regclass, %s::regclass)", (d["w1"], d["w2"]))
+    rows = cur.fetchall()
+    report("a distributed parameter table's state is co-located with it", len(rows) == 2 and all(r[1] for r in rows),
+           str(rows))
+
+    # 5. An embedding: a token's vector in a table distributed by the token,
+    #    looked up by the samples (distributed by sample); the loss reads a
+    #    nonlinearity of it. Gradients, AdamW steps and their state against
+    #    plain tables, and against finite differences of the loss.
+    emb_loss = ("WITH z AS (SELECT x.s, sum(tanh(e.val) * e.val) AS z FROM tok{k} x JOIN emb{k} e "
+                "ON e.tok = x.tok AND e.d = x.d GROUP BY x.s), "
+                "loss AS (SELECT sum((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN ty{k} y ON y.s = z.s)")
+    for k in ("_ep", "_e"):
+        cur.execute(f"""DROP TABLE IF EXISTS tok{k}, ty{k}, emb{k} CASCADE;
+          CREATE TABLE tok{k} (s int, tok int, d int); CREATE TABLE ty{k} (s int, val float8);
+          CREATE TABLE emb{k} (tok int, d int, val float8, PRIMARY KEY (tok, d));
+          INSERT INTO tok{k} SELECT s, (s * 7) % 23, d FROM generate_series(1, {NS}) s, generate_series(1, 2) d;
+          INSERT INTO ty{k} SELECT s, cos(s) FROM generate_series(1, {NS}) s;
+          INSERT INTO emb{k} SELECT t, d, 0.4 * sin(t * 3 + d) FROM generate_series(0, 29) t, generate_series(1, 2) d""")
+    cur.execute("SELECT create_distributed_table('tok_e', 's'); SELECT create_distributed_table('ty_e', 's', "
+                "colocate_with => 'tok_e'); SELECT create_distributed_table('emb_e', 'tok')")
+    eg = {}
+    for k in ("_e", "_ep"):
+        cur.execute(emb_loss.format(k=k) + f" SELECT e.tok, e.d, grad('loss', e.val) FROM emb{k} e")
+        eg[k] = {tuple(r[:2]): r[2] for r in cur.fetchall()}
+    err = rel_err(eg["_e"], eg["_ep"])
+    report("an embedding distributed by its token: grad equals plain tables (every row, unused ones 0)",
+           err < 1e-10 and len(eg["_e"]) == 60 and eg["_e"][(29, 1)] == 0.0, f"error {err}")
+    # finite differences of the loss, at three rows (of the plain tables:
+    # Citus runs the loss itself, a join of tokens by sample to vectors by
+    # token, only by repartitioning, seconds a time)
+    h, worst = 1e-6, 0.0
+    for key in ((0, 1), (7, 2), (14, 1)):
+        ls = []
+        for sign in (1, -1):
+            cur.execute("UPDATE emb_ep SET val = val + %s WHERE tok = %s AND d = %s", (sign * h, key[0], key[1]))
+            cur.execute(emb_loss.format(k="_ep") + " SELECT l FROM loss")
+            ls.append(cur.fetchone()[0])
+            cur.execute("UPDATE emb_ep SET val = val - %s WHERE tok = %s AND d = %s", (sign * h, key[0], key[1]))
+        fd = (ls[0] - ls[1]) / (2 * h)
+        worst = max(worst, abs(fd - eg["_e"][key]) / max(1.0, abs(fd)))
+    report("... and finite differences of the loss", worst < 1e-6, f"error {worst}")
+    cur.execute(f"SELECT ddx_schedule_constant('lr_emb', 0.05, 4)")
+    for k in ("_e", "_ep"):
+        cur.execute("CALL ddx_train(%s, %s, 4, 'lr_emb', state_name => %s, log_every => 1)",
+                    (emb_loss.format(k=k) + " SELECT l FROM loss", [f"emb{k}.val"], "emb" + k))
+    err = rel_err(table_dict(cur, "emb_e", "tok, d"), table_dict(cur, "emb_ep", "tok, d"))
+    states = []
+    for k in ("_e", "_ep"):
+        cur.execute("SELECT key::text, step, m, v FROM ddx_state(%s, %s)", ("emb" + k, f"emb{k}.val"))
+        states.append({r[0]: r[1:] for r in cur.fetchall()})
+    ok = set(states[0]) == set(states[1]) and len(states[1]) == 60 and all(
+        states[0][q][0] == states[1][q][0] and
+        all(abs(a - b) <= 1e-10 * max(1.0, abs(b)) for a, b in zip(states[0][q][1:], states[1][q][1:]))
+        for q in states[1])
+    report("the embedding: ddx_train (4 AdamW steps), parameters and moments equal plain tables",
+           err < 1e-10 and ok, f"error {err}, states {str(states)[:200]}")
+
+    # Statements that read grad beside distributed tables: Citus would run
+    # them, and grad's calls, on the workers; ddx gathers their distributed
+    # tables so that the calls run on the coordinator.
+    cur.execute("DROP VIEW IF EXISTS tokv_e, tokv_ep; CREATE VIEW tokv_e AS SELECT * FROM tok_e;"
+                "CREATE VIEW tokv_ep AS SELECT * FROM tok_ep")
+    for what, tail in (
+            ("joined to the distributed samples", " SELECT x.s, x.d, e.tok, grad('loss', e.val) FROM emb{k} e "
+             "JOIN tok{k} x ON x.tok = e.tok AND x.d = e.d"),
+            ("through a view over them", " SELECT x.s, x.d, e.tok, grad('loss', e.val) FROM emb{k} e "
+             "JOIN tokv{k} x ON x.tok = e.tok AND x.d = e.d"),
+            ("ddx_value beside them", " SELECT x.s, x.d, x.tok, ddx_value('loss') FROM tok{k} x")):
+        rows = {}
+        for k in ("_e", "_ep"):
+            cur.execute(emb_loss.format(k=k) + tail.format(k=k))
+            rows[k] = {tuple(r[:-1]): r[-1] for r in cur.fetchall()}
+        err = rel_err(rows["_e"], rows["_ep"])
+        report(f"grad's statement {what}: equals plain tables", err < 1e-10 and len(rows["_e"]) == 2 * NS,
+               f"error {err}, {len(rows['_e'])} rows")
+    # an UPDATE from the gradients computed in a MATERIALIZED CTE
+    for k in ("_e", "_ep"):
+        cur.execute(emb_loss.format(k=k) + f", g AS MATERIALIZED (SELECT e.tok, e.d, grad('loss', e.val) AS g "
+                    f"FROM emb{k} e) UPDATE emb{k} e SET val = e.val - 0.1 * g.g FROM g WHERE g.tok = e.tok AND g.d = e.d")
+    err = rel_err(table_dict(cur, "emb_e", "tok, d"), table_dict(cur, "emb_ep", "tok, d"))
+    report("an UPDATE of the embedding from its gradients in a MATERIALIZED CTE equals plain tables", err < 1e-10,
+           f"error {err}")
+
+    # What is not done yet is refused, nothing written.
+    refused(cur, "grad in an UPDATE of a reference parameter table",
+            LINEAR.format(**a) + f" UPDATE {a['w2']} t SET val = t.val - 0.1 * grad('loss', t.val)")
     cur.execute("SELECT array_agg(val ORDER BY j) FROM " + d["w2"])
     before = cur.fetchone()[0]
-    cur.execute("SELECT count(*) FROM pg_class WHERE relnamespace = '_ddx'::regnamespace")
-    rels_before = cur.fetchone()[0]
-    refused(cur, "ddx_adamw_step over a distributed parameter table",
-            "SELECT * FROM ddx_adamw_step(%s, %s, 0.1, state_name => 'dist')",
-            (LINEAR.format(**d) + " SELECT l FROM loss", [d["w2"] + ".val"]))
+    refused(cur, "grad in an UPDATE of its distributed parameter table",
+            LINEAR.format(**d) + f" UPDATE {d['w2']} t SET val = t.val - 0.1 * grad('loss', t.val)",
+            mention="distributed")
+    refused(cur, "grad over a distributed parameter table's rows locked FOR UPDATE",
+            LINEAR.format(**d) + f" SELECT t.j, grad('loss', t.val) FROM {d['w2']} t FOR UPDATE", mention="distributed")
+    refused(cur, "grad beside a distributed parameter table's ctid",
+            LINEAR.format(**d) + f" SELECT t.ctid, grad('loss', t.val) FROM {d['w2']} t", mention="distributed")
     cur.execute("SELECT array_agg(val ORDER BY j) FROM " + d["w2"])
-    same = cur.fetchone()[0] == before
-    cur.execute("SELECT count(*) FROM pg_class WHERE relnamespace = '_ddx'::regnamespace")
-    report("the refused step wrote nothing", same and cur.fetchone()[0] == rels_before)
+    report("the refused UPDATE wrote nothing", cur.fetchone()[0] == before)
     cur.execute("DROP TABLE IF EXISTS w_nokey; CREATE TABLE w_nokey (j int, val float8);"
                 "INSERT INTO w_nokey SELECT j, 0.1 * j FROM generate_series(1, 3) j;"
                 "SELECT create_reference_table('w_nokey')")

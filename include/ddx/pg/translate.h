@@ -36,15 +36,18 @@ struct Scope {
 };
 
 // The kind of Citus table relid is ("distributed table", "reference table",
-// "table managed by Citus"), or "" (not one, or no Citus).
-std::string CitusTableKind(Oid relid);
+// "table managed by Citus"), or "" (not one, or no Citus); *hash (if given)
+// whether it is distributed by hash.
+std::string CitusTableKind(Oid relid, bool *hash = nullptr);
 // Throws 0A000 if relid is a Citus table (`role name`: what it is to the
 // statement, for the message): forward mode does not run over Citus yet.
 void RefuseCitusTable(Oid relid, const std::string &name, const std::string &role);
 // Whether a parameter's table is a Citus table, whose rows grad identifies
-// by primary key; throws 0A000 where ddx cannot take parameters from it yet
-// (a distributed or partitioned table, a table without a primary key).
-bool CitusParameterTable(Oid relid, const std::string &name);
+// by primary key, and (*distributed, if given) whether it is one distributed
+// by hash; throws 0A000 where ddx cannot take parameters from it yet (a
+// range- or append-distributed or a partitioned table, a table without a
+// primary key).
+bool CitusParameterTable(Oid relid, const std::string &name, bool *distributed = nullptr);
 // relid's primary-key columns, in attribute-number order (none: empty).
 std::vector<AttrNumber> PrimaryKeyAttnos(Oid relid);
 
