@@ -12,7 +12,8 @@ query under its best plan (default, or nested loops off), one parameter
 table's gradient, the statement with every parameter's gradient, and one
 AdamW step, in plain tables of the
 coordinator and with the data distributed by sample (co-located) and the
-parameters in reference tables. Medians of interleaved runs, ms; then the
+parameters in reference tables; and a bag of token embeddings, the
+embedding distributed by token, its readout a reference table. Medians of interleaved runs, ms; then the
 bytes of intermediate results the gradient program moved on Citus (EXPLAIN
 ANALYZE's "Intermediate Data Size", summed over its distributed subplans).
 """
@@ -42,8 +43,14 @@ MODELS = {
                 GROUP BY x.s, w1.j),
       z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN w2{k} w2 ON w2.j = h.j GROUP BY h.s),
       loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN y{k} y ON y.s = z.s)""", ["w1", "w2"]),
+    # a bag of token embeddings (emb distributed by token on Citus) read out
+    # by r (a reference table)
+    "embed": ("""WITH h AS (SELECT t.s, e.d, sum(e.val) AS h FROM tok{k} t JOIN emb{k} e ON e.tok = t.tok GROUP BY t.s, e.d),
+      z AS (SELECT h.s, sum(tanh(h.h) * r.val) AS z FROM h JOIN r{k} r ON r.d = h.d GROUP BY h.s),
+      loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN y{k} y ON y.s = z.s)""", ["emb", "r"]),
 }
-KEYS = {"w": "t.f", "w1": "t.f, t.j", "w2": "t.j"}
+V, D, T = 1000, 16, 4  # embedding: vocabulary, width, tokens per sample
+KEYS = {"w": "t.f", "w1": "t.f, t.j", "w2": "t.j", "emb": "t.tok, t.d", "r": "t.d"}
 
 
 def setup(cur):
@@ -59,9 +66,20 @@ def setup(cur):
           INSERT INTO w{k} SELECT f, 0.1 * cos(f) FROM generate_series(1, {F}) f;
           INSERT INTO w1{k} SELECT f, j, 0.3 * sin(f * 5 + j * 3) FROM generate_series(1, {F}) f, generate_series(1, {H}) j;
           INSERT INTO w2{k} SELECT j, 0.5 * cos(j * 2) FROM generate_series(1, {H}) j;
-          ANALYZE x{k}, y{k}, w{k}, w1{k}, w2{k};""")
+          DROP TABLE IF EXISTS tok{k}, emb{k}, r{k} CASCADE;
+          CREATE TABLE tok{k} (s int, tok int); CREATE TABLE emb{k} (tok int, d int, val float8, PRIMARY KEY (tok, d));
+          CREATE TABLE r{k} (d int PRIMARY KEY, val float8);
+          INSERT INTO tok{k} SELECT s, (s * 37 + i * 101) % {V} FROM generate_series(1, {S}) s, generate_series(1, {T}) i;
+          INSERT INTO emb{k} SELECT t, d, 0.2 * sin(t * 3 + d) FROM generate_series(0, {V - 1}) t, generate_series(1, {D}) d;
+          INSERT INTO r{k} SELECT d, 0.5 * cos(d) FROM generate_series(1, {D}) d;
+          ANALYZE x{k}, y{k}, w{k}, w1{k}, w2{k}, tok{k}, emb{k}, r{k};""")
     cur.execute("""SELECT create_distributed_table('x_c', 's'); SELECT create_distributed_table('y_c', 's', colocate_with => 'x_c');
-      SELECT create_reference_table('w_c'); SELECT create_reference_table('w1_c'); SELECT create_reference_table('w2_c')""")
+      SELECT create_reference_table('w_c'); SELECT create_reference_table('w1_c'); SELECT create_reference_table('w2_c');
+      SELECT create_distributed_table('tok_c', 's', colocate_with => 'x_c'); SELECT create_distributed_table('emb_c', 'tok');
+      SELECT create_reference_table('r_c')""")
+    # (the embedding's forward joins tokens by sample to vectors by token:
+    # Citus runs it only by repartitioning)
+    cur.execute("SET citus.enable_repartition_joins = on")
 
 
 IN_PLACE, GATHERED = "-- ddx: Citus tables in place\n", "\n-- ddx: Citus tables gathered\n"
