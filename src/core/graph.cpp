@@ -29,8 +29,8 @@ std::vector<ExprP> Exprs(const Rel *r) {
 
 }  // namespace
 
-Pass::Pass(const RelP &l, const std::vector<Tangent> *t, bool in_place)
-    : tangents(t), citus_in_place(in_place), loss(l) {
+Pass::Pass(const RelP &l, const std::vector<Tangent> *t, bool in_place, bool node)
+    : tangents(t), citus_in_place(in_place), contraction_node(node), loss(l) {
   // (tangent relations first: a scan with a parameter reads them)
   if (tangents)
     for (const Tangent &tg : *tangents)
@@ -103,7 +103,18 @@ void Pass::DecideMaterialized() {
   // GELU before its down projection): its value and its tangent, whose
   // partials repeat the value, were computed for every joined row (tanh five
   // times in each of 65,536 rows, the jvp's largest step) instead of once per
-  // row of the side.
+  // row of the side. So does reverse mode, for a side of two leaves or more,
+  // where the contraction node runs the program: the MLP's hidden layer
+  // tanh(hp.z + b1.val) and attention's p = e / z. Compiled into the
+  // contraction's region, the side's leaves were differentiated through the
+  // costly value inside the sum (its derivative reads the leaf), which the
+  // transpose cannot move below the join (contraction.cpp), so the region
+  // was recomputed once more for every joined row (the MLP: 524k rows
+  // grouped by two grouping sets, spilling). Saved, the contraction's both
+  // sides are transposed, and the side's own reverse rule runs once per its
+  // row. Without the node the compiled region is faster (attention's
+  // gradient 1.55 s against 2.2 s saved), so the program differs by
+  // ddx.contraction (program.h).
   std::function<bool(const ExprP &)> has_costly = [&](const ExprP &e) {
     if (!e) return false;
     if (Costly(e)) return true;
@@ -137,7 +148,8 @@ void Pass::DecideMaterialized() {
       if (k >= 0) (k < nl ? left : right) = true;
     if (!left || !right) continue;
     for (const auto &side : x->inputs)
-      if (RowLocal(side.get()) && (leaves(side.get()) >= kSavedLeaves || (tangents && costly(side.get()))))
+      if (RowLocal(side.get()) && (leaves(side.get()) >= kSavedLeaves ||
+                                   (costly(side.get()) && (tangents || (contraction_node && leaves(side.get()) >= 2)))))
         mat.insert(side.get());
   }
   mat.insert(loss.get());

@@ -163,11 +163,15 @@ struct Pass {
   // The analysis (graph.cpp). With tangents, for forward mode (jvp): their
   // relations are part of the graph, every scan with a parameter is saved
   // with its tangents, and no maximum is held constant.
-  explicit Pass(const RelP &loss, const std::vector<Tangent> *tangents = nullptr, bool citus_in_place = false);
+  explicit Pass(const RelP &loss, const std::vector<Tangent> *tangents = nullptr, bool citus_in_place = false,
+                bool contraction_node = true);
   const std::vector<Tangent> *tangents = nullptr;
   // CitusPlacement::InPlace (program.h): Citus tables without parameters
   // read in place, no fences, no EXISTS pre-filters.
   bool citus_in_place = false;
+  // Whether the executor has the contraction node (program.h): a side of a
+  // contraction that computes a costly value is then saved (graph.cpp).
+  bool contraction_node = true;
   // " OFFSET 0": a subquery PostgreSQL plans on its own, never pulled up
   // into its reader (its values computed once per row); "" in place on Citus.
   std::string Fence() const { return citus_in_place ? "" : " OFFSET 0"; }

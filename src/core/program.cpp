@@ -138,8 +138,8 @@ std::vector<bool> ActiveColumns(const RelP &rel) {
   return p.active.at(rel.get());
 }
 
-Program BuildGradientProgram(const RelP &loss, CitusPlacement citus) {
-  core::Pass p(loss, nullptr, citus == CitusPlacement::InPlace);
+Program BuildGradientProgram(const RelP &loss, CitusPlacement citus, bool contraction_node) {
+  core::Pass p(loss, nullptr, citus == CitusPlacement::InPlace, contraction_node);
   return core::Gradient(p);
 }
 

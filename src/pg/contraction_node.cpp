@@ -1029,6 +1029,8 @@ void AssignMode(int newval, void *) {
   if (newval != mode) ResetPlanCache();
 }
 
+bool ContractionInPrograms() { return mode != kOff; }
+
 void InstallContraction() {
   DefineCustomEnumVariable("ddx.contraction",
                            "Where ddx's contraction node computes a grouped SUM of products over a join.",

@@ -17,6 +17,7 @@
 
 #include "ddx/core/ir.h"
 #include "ddx/core/program.h"
+#include "ddx/pg/contraction_node.h"
 #include "ddx/pg/guard.h"
 #include "ddx/pg/hook.h"
 #include "ddx/pg/runner.h"
@@ -1009,10 +1010,11 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
                     loss->cols.size() != 1 ? "The loss has " + std::to_string(loss->cols.size()) + " columns."
                                            : "The loss column is of type " + loss->cols[0].sql + ".",
                     "Compute the loss as a single float8 or numeric value, e.g. SELECT avg(...) AS l.");
-      programs[g] = BuildGradientProgram(loss).sql;
+      bool node = ContractionInPrograms();
+      programs[g] = BuildGradientProgram(loss, CitusPlacement::Gathered, node).sql;
       if (ReadsCitusData(loss))
-        programs[g] =
-            std::string(kInPlace) + BuildGradientProgram(loss, CitusPlacement::InPlace).sql + kGathered + programs[g];
+        programs[g] = std::string(kInPlace) + BuildGradientProgram(loss, CitusPlacement::InPlace, node).sql +
+                      kGathered + programs[g];
       extern_params[g] = tr.ExternParams();
     } catch (Error &e) {
       if (e.position < 0) e.position = first->fe->location;

@@ -45,8 +45,11 @@ struct Program {
 enum class CitusPlacement { Gathered, InPlace };
 
 // Builds the gradient program of `loss` (one row, one differentiable column)
-// with respect to the scan columns whose Rel::param is >= 0. Throws Error.
-Program BuildGradientProgram(const RelP &loss, CitusPlacement citus = CitusPlacement::Gathered);
+// with respect to the scan columns whose Rel::param is >= 0, for an executor
+// with the contraction node (ddx.contraction not off) or without: the two
+// programs save different relations (graph.cpp). Throws Error.
+Program BuildGradientProgram(const RelP &loss, CitusPlacement citus = CitusPlacement::Gathered,
+                             bool contraction_node = true);
 
 // Whether `loss` reads a Citus table without parameters (whose in-place
 // program differs from the gathered one).
