@@ -133,7 +133,7 @@ class LeafTranspose {
   bool Conditions() {
     Resolver inside = Inside(), res = Res();
     std::vector<ExprP> links;
-    std::set<std::pair<int, int>> linkcols;
+    std::set<std::pair<int, int>> linkcols, bound;
     for (const auto &c : Conjuncts(reg_.conds)) {
       bool l, o;
       Reads(c, l, o);
@@ -150,6 +150,12 @@ class LeafTranspose {
         continue;
       }
       links.push_back(c);
+      // (an equality of a value of L with a column of O binds that column)
+      bool binds = false;
+      for (const auto &[a, b] : Equalities({c}))
+        if (LeafSides(a) == std::set<int>{L_} && b->kind == ExprKind::Col && b->side != L_ && b->col >= 0)
+          bound.insert({b->side, b->col}), binds = true;
+      once_ = once_ && binds;
       std::set<std::pair<int, int>> cs;
       CollectCols(c, cs);
       for (const auto &x : cs) {
@@ -159,6 +165,7 @@ class LeafTranspose {
       }
     }
     if (!keyed_) return false;
+    for (const auto &x : linkcols) once_ = once_ && bound.count(x);
     for (const auto &[side, col] : ocols_)
       if (side != L_) sel_.push_back(inside(side, col) + " AS " + FlatName(reg_, side, col));
     if (sel_.empty()) sel_.push_back("1 AS one");
@@ -222,9 +229,8 @@ class LeafTranspose {
       std::string dj = D(key.second);
       qsel_.push_back(SumTerms(t) + " AS " + dj);
       cols.insert(key.second);
-      tsel.push_back("sum(" +
-                     (lnull_->empty() ? "t." + dj : "CASE WHEN " + *lnull_ + " THEN 0::float8 ELSE t." + dj + " END") +
-                     ") AS " + dj);
+      std::string v = lnull_->empty() ? "t." + dj : "CASE WHEN " + *lnull_ + " THEN 0::float8 ELSE t." + dj + " END";
+      tsel.push_back((once_ ? v : "sum(" + v + ")") + " AS " + dj);
     }
     std::vector<std::string> qout = gcols_;
     for (int c : cols) qout.push_back("sum(q." + D(c) + ") AS " + D(c));
@@ -247,7 +253,7 @@ class LeafTranspose {
     }
     return "SELECT " + Join(tsel, ", ") + " FROM (" + pre + ") t " + (fon_.empty() ? "CROSS JOIN " : "JOIN ") +
            p_.LeafFrom(leaf, reg_.Alias(L_ - kLeafSide)) + (fon_.empty() ? "" : " ON " + Join(fon_, " AND ")) +
-           " GROUP BY " + Join(by, ", ");
+           (once_ ? "" : " GROUP BY " + Join(by, ", "));
   }
 
   const Pass &p_;
@@ -261,6 +267,12 @@ class LeafTranspose {
   std::vector<std::string> sel_, on_, qsel_, gcols_, fon_, oconds_, cconds_;
   std::map<int, std::string> lkeys_;  // a column of L that is a group key: the cotangent's column
   bool keyed_ = false;
+  // Whether each row of L joins one row of the sums: every column they are
+  // grouped by is bound by an equality to a value of L (its group keys, and
+  // links such as x.j = w.i, not attention's k.t <= q.t), and the sums'
+  // groups are distinct, so L's rows need no summing by rid again (the MLP's
+  // hidden layer: 131k rows hashed into 131k groups, spilling to disk).
+  bool once_ = true;
   Terms terms_;
   std::optional<std::string> lnull_;  // L's NULL test, the same for every call
 };
