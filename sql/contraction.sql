@@ -46,6 +46,12 @@ SELECT same_answer($$SELECT ca.i, sum(exp(ca.val) * (cb.val + 1)) AS v FROM ca, 
 SELECT same_answer($$SELECT ca.i, sum(cb.val * ca.val) AS v FROM cb JOIN ca ON cb.k = ca.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * ca.val * cb.val) AS v
                      FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+-- An output column that is an expression of the keys alone (one bigint code
+-- of two keys, a NULL-safe key), computed by the node's projection; a
+-- volatile one keeps PostgreSQL's plan.
+SELECT same_answer($$SELECT (ca.i::int8 * 4294967296 + (cb.k + 2147483648)) AS r, coalesce(ca.i::int8, 4294967296) AS r1,
+                     ca.i, cb.k, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.k$$);
+SELECT same_answer($$SELECT ca.i + 0 * random() AS r, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 -- Two join keys; filters on each side; subqueries and CTEs as inputs.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k AND ca.i % 5 = cb.k % 5
                      WHERE ca.i < 200 AND cb.j <> 'j3' GROUP BY ca.i$$);

@@ -16,7 +16,8 @@
 // cheapest paths become the node's children), inner, by hashable strict
 // equalities only; every aggregate of the target a plain SUM(float8) of a
 // product float8mul(f, g) with f over one side's columns and g over the
-// other's; every other target entry a GROUP BY key over one side's columns;
+// other's; every other target entry a GROUP BY key over one side's columns
+// or a stable expression of the keys alone;
 // no HAVING, grouping sets, volatile functions, sublinks or PARAM_EXEC. Any
 // other query keeps PostgreSQL's own plan. The GUC ddx.contraction decides
 // where it is considered: off, programs (ddx's gradient programs and jvp
@@ -259,7 +260,22 @@ bool GroupKeys(PlannerInfo *root, const Index sides[2], Shape *s) {
   return true;
 }
 
-// Every entry of the grouped rel's target: a group key or one of our sums.
+// Whether n reads the row only through the group keys `gexprs` (a code of
+// the keys, COALESCE(CAST(x.i AS int8), 4294967296)): the node's projection
+// computes it from its scan tuple, where setrefs.c finds the keys.
+bool OverKeysWalker(Node *n, List *gexprs);
+bool OverKeys(Node *n, List *gexprs) {
+  if (!n) return true;
+  ListCell *lc;
+  foreach (lc, gexprs)
+    if (equal(n, lfirst(lc))) return true;
+  if (IsA(n, Var) || ForbiddenWalker(n, nullptr)) return false;
+  return !expression_tree_walker(n, reinterpret_cast<bool (*)()>(OverKeysWalker), gexprs);
+}
+bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
+
+// Every entry of the grouped rel's target: a group key, one of our sums, or
+// a stable expression of the keys alone.
 bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Shape *s) {
   ListCell *lc;
   int i = 0;
@@ -269,8 +285,8 @@ bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Sha
     i++;
     if (IsA(e, Aggref)) {
       if (!SumOfProduct(root, castNode(Aggref, e), sides, s)) return false;
-    } else if (!key) {
-      return No("an output column that is neither a GROUP BY key nor a sum");
+    } else if (!key && (!OverKeys(e, s->gexprs) || contain_volatile_functions(e))) {
+      return No("an output column that is neither a GROUP BY key, an expression of the keys, nor a sum");
     }
   }
   return s->aggrefs != NIL || No("no sum");
