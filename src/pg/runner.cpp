@@ -87,9 +87,13 @@ struct GradEntry {
 };
 
 // A gradient of a row identified by its primary key (a Citus table's row:
-// the program's column `key`, ROW(key columns)::text), hashed by its text.
+// the program's column `key`, ROW(key columns)::text), hashed by its text
+// and the parameter's index, which names the table within the program. Not
+// by the program's toid: Citus deparses a task's regclass constant of one
+// of its tables as the shard (a branch of the program's output pushed down
+// with the table's saved copy gave the shard's OID, so that every gradient
+// of the MLP's w1 read 0 on Citus in place).
 struct KeyedGrad {
-  Oid toid;
   int32 pidx;
   const char *key;  // in the result's context
 };
@@ -102,13 +106,12 @@ struct KeyedEntry {
 uint32 HashKeyed(const void *k, Size) {
   const KeyedGrad *x = (const KeyedGrad *)k;
   uint32 h = hash_bytes((const unsigned char *)x->key, (int)strlen(x->key));
-  h = hash_combine(h, hash_uint32(x->toid));
   return hash_combine(h, hash_uint32((uint32)x->pidx));
 }
 
 int MatchKeyed(const void *a, const void *b, Size) {
   const KeyedGrad *x = (const KeyedGrad *)a, *y = (const KeyedGrad *)b;
-  return x->toid == y->toid && x->pidx == y->pidx && strcmp(x->key, y->key) == 0 ? 0 : 1;
+  return x->pidx == y->pidx && strcmp(x->key, y->key) == 0 ? 0 : 1;
 }
 
 // A program's result for one execution (allocated in that execution's context).
@@ -429,7 +432,6 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
             hash_create("ddx keyed gradients", 64, &kc, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
       }
       KeyedGrad k;
-      k.toid = DatumGetObjectId(d_toid);
       k.pidx = pidx;
       k.key = MemoryContextStrdup(owner, TextDatumGetCString(d_key));
       KeyedEntry *e = (KeyedEntry *)hash_search(out->keyed, &k, HASH_ENTER, NULL);
@@ -573,7 +575,6 @@ Datum ddx_grad_key(PG_FUNCTION_ARGS) {
   ExecResult *r = ResultFor(fcinfo);
   if (!r->keyed) PG_RETURN_FLOAT8(0.0);
   KeyedGrad key;
-  key.toid = PG_GETARG_OID(2);
   key.pidx = PG_GETARG_INT32(1);
   key.key = text_to_cstring(PG_GETARG_TEXT_PP(3));
   KeyedEntry *e = (KeyedEntry *)hash_search(r->keyed, &key, HASH_FIND, NULL);

@@ -166,12 +166,6 @@ class LeafTranspose {
     }
     if (!keyed_) return false;
     for (const auto &x : linkcols) once_ = once_ && bound.count(x);
-    // On Citus in place, the contribution without its GROUP BY (its join
-    // with the leaf's saved copy pushed down beside the data) came out 0 for
-    // the MLP's w1 where the program also differentiated w2 (world c of
-    // test/citus: x distributed by f, its join key with w1); with the GROUP
-    // BY it is right. Not understood yet: kept as it was there.
-    if (p_.citus_in_place) once_ = false;
     for (const auto &[side, col] : ocols_)
       if (side != L_) sel_.push_back(inside(side, col) + " AS " + FlatName(reg_, side, col));
     if (sel_.empty()) sel_.push_back("1 AS one");
