@@ -147,10 +147,12 @@ void Pass::DecideMaterialized() {
     for (int k : keys)
       if (k >= 0) (k < nl ? left : right) = true;
     if (!left || !right) continue;
-    for (const auto &side : x->inputs)
-      if (RowLocal(side.get()) && (leaves(side.get()) >= kSavedLeaves ||
-                                   (costly(side.get()) && (tangents || (contraction_node && leaves(side.get()) >= 2)))))
+    for (const auto &side : x->inputs) {
+      if (!RowLocal(side.get())) continue;
+      int n = leaves(side.get());
+      if (n >= kSavedLeaves || ((tangents || (contraction_node && n >= 2)) && costly(side.get())))
         mat.insert(side.get());
+    }
   }
   mat.insert(loss.get());
   cte.insert(loss.get());

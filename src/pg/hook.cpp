@@ -395,6 +395,22 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
   return names;
 }
 
+// A relation's range-table entry turned into another kind (a function of
+// jvp's rows, a subquery gathering a Citus table): its relation's fields
+// cleared, permissions included (a copy of the entry inside keeps them
+// where the relation is still read).
+void ForgetRelation(RangeTblEntry *rte) {
+  rte->security_barrier = false;
+  rte->relid = InvalidOid;
+  rte->relkind = 0;
+  rte->rellockmode = 0;
+  rte->tablesample = nullptr;
+  rte->inh = false;
+  rte->requiredPerms = 0;
+  rte->checkAsUser = InvalidOid;
+  rte->selectedCols = rte->insertedCols = rte->updatedCols = rte->extraUpdatedCols = nullptr;
+}
+
 // --- forward mode (jvp) --------------------------------------------------------
 //
 // jvp(o.v, 'w.val', 'tw' [, 'b.val', 'tb' ...]) stands in a query whose FROM
@@ -727,19 +743,11 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
         fn->funccolcollations = lappend_oid(fn->funccolcollations, exprCollation((Node *)te->expr));
       }
       fn->funccolcount = k;
+      ForgetRelation(rte);
       rte->rtekind = RTE_FUNCTION;
       rte->functions = list_make1(fn);
       rte->funcordinality = false;
       rte->subquery = NULL;
-      rte->security_barrier = false;
-      rte->relid = InvalidOid;
-      rte->relkind = 0;
-      rte->rellockmode = 0;
-      rte->tablesample = NULL;
-      rte->inh = false;
-      rte->requiredPerms = 0;
-      rte->checkAsUser = InvalidOid;
-      rte->selectedCols = NULL;
       rte->ctename = NULL;
       rte->ctelevelsup = 0;
       rte->self_reference = false;
@@ -892,17 +900,9 @@ void GatherLevel(Query *q, int location) {
       relation_close(rel, NoLock);
       sub->limitOffset = (Node *)makeConst(INT8OID, -1, InvalidOid, 8, Int64GetDatum(0), false, FLOAT8PASSBYVAL);
       sub->limitOption = LIMIT_OPTION_COUNT;
+      ForgetRelation(rte);
       rte->rtekind = RTE_SUBQUERY;
       rte->subquery = sub;
-      rte->security_barrier = false;
-      rte->relid = InvalidOid;
-      rte->relkind = 0;
-      rte->rellockmode = 0;
-      rte->tablesample = nullptr;
-      rte->inh = false;
-      rte->requiredPerms = 0;
-      rte->checkAsUser = InvalidOid;
-      rte->selectedCols = rte->insertedCols = rte->updatedCols = rte->extraUpdatedCols = nullptr;
     });
   }
 }

@@ -472,6 +472,21 @@ def main():
         for q in states[1])
     report("the embedding: ddx_train (4 AdamW steps), parameters and moments equal plain tables",
            err < 1e-10 and ok, f"error {err}, states {str(states)[:200]}")
+    # A token added between two AdamW steps of another run (a sample reads
+    # it): its state row is inserted beside the updated ones, on its worker.
+    for i in (1, 2):
+        for k in ("_e", "_ep"):
+            cur.execute("SELECT loss FROM ddx_adamw_step(%s, %s, 0.05, state_name => %s)",
+                        (emb_loss.format(k=k) + " SELECT l FROM loss", [f"emb{k}.val"], "emb_add" + k))
+        if i == 1:
+            for k in ("_e", "_ep"):
+                cur.execute(f"INSERT INTO emb{k} VALUES (30, 1, 0.3), (30, 2, -0.2); INSERT INTO tok{k} VALUES (1, 30, 1)")
+    err = rel_err(table_dict(cur, "emb_e", "tok, d"), table_dict(cur, "emb_ep", "tok, d"))
+    cur.execute("SELECT key::text, step, m, v FROM ddx_state('emb_add_e', 'emb_e.val')")
+    st = {r[0]: r[1:] for r in cur.fetchall()}
+    report("the embedding: a token added between two AdamW steps, parameters equal plain tables, its state at step 1",
+           err < 1e-10 and len(st) == 62 and st.get('{"d": 1, "tok": 30}', (0,))[0] == 1 and
+           table_dict(cur, "emb_e", "tok, d")[(30, 1)] != 0.3, f"error {err}, {len(st)} state rows")
 
     # Statements that read grad beside distributed tables: Citus would run
     # them, and grad's calls, on the workers; ddx gathers their distributed
@@ -489,7 +504,8 @@ def main():
             cur.execute(emb_loss.format(k=k) + tail.format(k=k))
             rows[k] = {tuple(r[:-1]): r[-1] for r in cur.fetchall()}
         err = rel_err(rows["_e"], rows["_ep"])
-        report(f"grad's statement {what}: equals plain tables", err < 1e-10 and len(rows["_e"]) == 2 * NS,
+        # (2 NS samples' tokens, and the one added above)
+        report(f"grad's statement {what}: equals plain tables", err < 1e-10 and len(rows["_e"]) == 2 * NS + 1,
                f"error {err}, {len(rows['_e'])} rows")
     # an UPDATE from the gradients computed in a MATERIALIZED CTE
     for k in ("_e", "_ep"):
