@@ -121,6 +121,31 @@ SELECT sum(a.val * b.val) FROM wide a JOIN wide b ON a.k = b.k;
 \echo :LAST_ERROR_SQLSTATE
 RESET statement_timeout;
 
+-- Join conditions besides the equalities that read the group keys alone
+-- (attention's causal mask k.t <= q.t): tested once per group; NULL keys
+-- fail them as in a join.
+CREATE TABLE cq (t int, j int, val float8);
+INSERT INTO cq SELECT t, j, sin(t * 5 + j) FROM generate_series(1, 40) t, generate_series(1, 6) j;
+INSERT INTO cq VALUES (NULL, 1, 1.0), (41, NULL, 2.0), (42, 2, NULL);
+ANALYZE cq;
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t
+                     GROUP BY q.t, k.t$$);
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k
+                     ON k.j = q.j AND (k.t IS NULL OR k.t + 1 < q.t * 2) AND q.t <> k.t + 3 GROUP BY q.t, k.t$$);
+-- (no equality: a cross join, tested per group; positive terms, so that
+-- the order of additions cannot cancel digits away)
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(abs(q.val) * (k.val + 2)) AS v FROM cq q JOIN cq k ON k.t <= q.t
+                     GROUP BY q.t, k.t$$);
+-- Left alone: a condition that reads more than the keys, a volatile one.
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.val <= q.val
+                     GROUP BY q.t, k.t$$);
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k
+                     ON k.j = q.j AND k.t <= q.t + 0 * random() GROUP BY q.t, k.t$$);
+SET ddx.contraction = 'all';
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t GROUP BY q.t, k.t;
+RESET ddx.contraction;
+
 -- Left alone: outer joins, other aggregates, a product within one side,
 -- HAVING, a non-equality join, float4.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca LEFT JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);

@@ -14,12 +14,14 @@
 // it after the core's Agg paths are in grouped_rel). The input must be a join
 // of exactly two base relations (tables, subqueries, CTE scans: their
 // cheapest paths become the node's children), inner, by hashable strict
-// equalities only; every aggregate of the target a plain SUM(float8) of a
-// product float8mul(f, g) with f over one side's columns and g over the
-// other's; every other target entry a GROUP BY key over one side's columns
-// or a stable expression of the keys alone;
-// no HAVING, grouping sets, volatile functions, sublinks or PARAM_EXEC. Any
-// other query keeps PostgreSQL's own plan. The GUC ddx.contraction decides
+// equalities and by other conditions that read the GROUP BY keys alone
+// (attention's causal k.t <= q.t: tested once per group, when its first pair
+// of rows joins, and a group where it fails is dropped); every aggregate
+// of the target a plain SUM(float8) of a product float8mul(f, g) with f over
+// one side's columns and g over the other's; every other target entry a
+// GROUP BY key over one side's columns or a stable expression of the keys
+// alone; no HAVING, grouping sets, volatile functions, sublinks or
+// PARAM_EXEC. Any other query keeps PostgreSQL's own plan. The GUC ddx.contraction decides
 // where it is considered: off, programs (ddx's gradient programs and jvp
 // queries; the default) or all.
 //
@@ -78,6 +80,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/ruleutils.h"
 }
 
 namespace {
@@ -104,7 +107,9 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 //   11 group equality functions, 12 group hash functions, 13 group collations
 //   14 build factors, 15 probe factors (one per SUM)
 //   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0)
-//   17 (planning only) the Aggrefs
+//   17 join conditions other than the equalities, over the group keys alone
+//      (in the plan: INDEX_VAR references to the keys' scan-tuple columns)
+//   18 (planning only) the Aggrefs
 enum Priv {
   kBuildVarno,
   kProbeVarno,
@@ -123,6 +128,7 @@ enum Priv {
   kBuildFactors,
   kProbeFactors,
   kNullZero,
+  kKeyQuals,
   kNPriv
 };
 
@@ -152,7 +158,8 @@ struct Shape {
   List *gexprs = NIL, *gside = NIL, *geq = NIL, *ghash = NIL, *gcoll = NIL;
   List *factors[2] = {NIL, NIL};
   List *null_zero = NIL;
-  List *aggrefs = NIL;  // the Aggrefs, in factor order
+  List *extra = NIL, *extra_ri = NIL;  // other join conditions (over group keys: checked by KeyQuals)
+  List *aggrefs = NIL;                 // the Aggrefs, in factor order
 };
 
 // The join's clauses: the restriction list of one of its join paths whose
@@ -189,16 +196,24 @@ bool JoinKeys(PlannerInfo *root, RelOptInfo *joinrel, const Index sides[2], Shap
   ListCell *lc;
   foreach (lc, clauses) {
     RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
-    if (ri->pseudoconstant || !OidIsValid(ri->hashjoinoperator) || !is_opclause(ri->clause))
-      return No("a join condition that is not a hashable equality");
-    OpExpr *op = castNode(OpExpr, ri->clause);
-    if (list_length(op->args) != 2 || op->opno != ri->hashjoinoperator || !op_strict(op->opno))
-      return No("a join condition that is not a strict hashable equality");
-    Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
-    int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
-    if (ls < 0 || rs < 0 || ls == rs) return No("a join condition that does not compare one side with the other");
-    RegProcedure lh, rh;
-    if (!get_op_hash_functions(op->opno, &lh, &rh)) return No("a join equality without hash functions");
+    if (ri->pseudoconstant) return No("a constant join condition");
+    // A strict hashable equality of one side's expression with the other's
+    // is a join key; any other condition must read the group keys alone
+    // (KeyQuals, once they are known).
+    OpExpr *op = is_opclause(ri->clause) ? castNode(OpExpr, ri->clause) : nullptr;
+    Node *l = op && list_length(op->args) == 2 ? static_cast<Node *>(linitial(op->args)) : nullptr;
+    Node *r = l ? static_cast<Node *>(lsecond(op->args)) : nullptr;
+    int ls = l ? SideOf(root, l, sides, -1) : -1, rs = r ? SideOf(root, r, sides, -1) : -1;
+    RegProcedure lh = InvalidOid, rh = InvalidOid;
+    if (!OidIsValid(ri->hashjoinoperator) || !l || op->opno != ri->hashjoinoperator || !op_strict(op->opno) || ls < 0 ||
+        rs < 0 || ls == rs || !get_op_hash_functions(op->opno, &lh, &rh)) {
+      if (ForbiddenWalker(reinterpret_cast<Node *>(ri->clause), nullptr) ||
+          contain_volatile_functions(reinterpret_cast<Node *>(ri->clause)))
+        return No("a join condition with a volatile function, a sublink or a parameter of a subplan");
+      s->extra = lappend(s->extra, ri->clause);
+      s->extra_ri = lappend(s->extra_ri, ri);
+      continue;
+    }
     s->keys[ls] = lappend(s->keys[ls], l);
     s->keys[rs] = lappend(s->keys[rs], r);
     s->hash[ls] = lappend_oid(s->hash[ls], lh);
@@ -207,6 +222,20 @@ bool JoinKeys(PlannerInfo *root, RelOptInfo *joinrel, const Index sides[2], Shap
     s->coll = lappend_oid(s->coll, op->inputcollid);
     s->probe_first = lappend_int(s->probe_first, ls == 1 ? 1 : 0);
   }
+  return true;
+}
+
+bool OverKeys(Node *n, List *gexprs);
+
+// The join's other conditions: each must read the rows only through the
+// group keys (attention's k.t <= q.t, with q.t and k.t grouped by), so that
+// it holds for every pair of rows of a group or for none. The node tests it
+// once per group, when the group's first pair of rows joins.
+bool KeyQuals(Shape *s) {
+  ListCell *lc;
+  foreach (lc, s->extra)
+    if (!OverKeys(static_cast<Node *>(lfirst(lc)), s->gexprs))
+      return No("a join condition other than an equality that reads more than the GROUP BY keys");
   return true;
 }
 
@@ -316,7 +345,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
     }
   }
   Shape shape;
-  if (!JoinKeys(root, input_rel, sides, &shape) || !GroupKeys(root, sides, &shape) ||
+  if (!JoinKeys(root, input_rel, sides, &shape) || !GroupKeys(root, sides, &shape) || !KeyQuals(&shape) ||
       !TargetFits(root, output_rel->reltarget, sides, &shape))
     return;
   // The build side: the one with fewer bytes.
@@ -349,7 +378,13 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   cp->path.rows = groups;
   Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
   int nagg = list_length(shape.aggrefs);
+  // The pairs the equalities join: the join's rows before its other
+  // conditions.
   double pairs = input_rel->rows;
+  if (shape.extra_ri) {
+    Selectivity sel = clauselist_selectivity(root, shape.extra_ri, 0, JOIN_INNER, nullptr);
+    pairs /= Max(sel, 1e-4);
+  }
   // Costs as the hash join and hash aggregate price the same work, without
   // their per-join-row tuple costs: each input row's keys hashed, each pair
   // one multiplication and addition per sum, each group a tuple.
@@ -382,6 +417,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   priv = lappend(priv, shape.factors[b]);
   priv = lappend(priv, shape.factors[p]);
   priv = lappend(priv, shape.null_zero);
+  priv = lappend(priv, shape.extra);
   priv = lappend(priv, shape.aggrefs);
   cp->custom_private = priv;
   cp->methods = &ddx::pg::kContractionPathMethods;
@@ -414,6 +450,29 @@ Node *MapVars(Node *n, MapCtx *ctx) {
   return expression_tree_mutator(n, reinterpret_cast<Node *(*)()>(MapVars), ctx);
 }
 
+// A group key expression -> INDEX_VAR at its column of the scan tuple.
+struct KeyCtx {
+  List *gexprs;
+  bool missing;
+};
+
+Node *KeyVars(Node *n, KeyCtx *ctx) {
+  if (!n) return nullptr;
+  ListCell *lc;
+  AttrNumber g = 1;
+  foreach (lc, ctx->gexprs) {
+    Node *e = static_cast<Node *>(lfirst(lc));
+    if (equal(n, e))
+      return reinterpret_cast<Node *>(makeVar(INDEX_VAR, g, exprType(e), exprTypmod(e), exprCollation(e), 0));
+    g++;
+  }
+  if (IsA(n, Var)) {
+    ctx->missing = true;
+    return n;
+  }
+  return expression_tree_mutator(n, reinterpret_cast<Node *(*)()>(KeyVars), ctx);
+}
+
 Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
                       List *custom_plans) {
   CustomScan *cs = makeNode(CustomScan);
@@ -441,6 +500,14 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
     if (i == kBuildKeys || i == kBuildFactors) side = 0;
     if (i == kProbeKeys || i == kProbeFactors) side = 1;
     if (i == kGroupExprs) side = 2;
+    if (i == kKeyQuals) {
+      KeyCtx kc{static_cast<List *>(list_nth(priv, kGroupExprs)), false};
+      Node *m = KeyVars(static_cast<Node *>(copyObjectImpl(x)), &kc);
+      if (kc.missing) elog(ERROR, "ddx contraction: a join condition reads more than the group keys");
+      fix_opfuncids(m);
+      out = lappend(out, m);
+      continue;
+    }
     if (side < 0) {
       out = lappend(out, copyObjectImpl(x));
       continue;
@@ -492,7 +559,9 @@ struct Acc {  // the groups: a pair of ids and one sum per aggregate
   uint32 *ida, *idb;
   double *sum;  // cap * nagg
   bool *has;
-  uint64 *keys;  // open addressing: (ida << 32 | idb) + 1, 0 empty
+  bool *ok;         // the join's other conditions hold for the group
+  uint32 rejected;  // groups where they do not
+  uint64 *keys;     // open addressing: (ida << 32 | idb) + 1, 0 empty
   uint32 *at;
   uint32 nslots;
 };
@@ -502,6 +571,7 @@ struct State {
   MemoryContext cxt;
   List *bkeys, *pkeys, *bfactors, *pfactors;  // ExprStates
   List *gx[2];                                // the group keys' ExprStates, per side
+  ExprState *quals;                           // the other join conditions, over the scan tuple's keys
   int nk, ng, nagg;
   int *gside, *gpos;  // per group key: its side, its place among that side's keys
   FmgrInfo *eq, *bhash, *phash;
@@ -630,21 +700,25 @@ inline uint32 Mix64(uint64 k) {
   return static_cast<uint32>(k);
 }
 
-// The accumulator of the group (ida, idb), created if new.
-uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb) {
+// The accumulator of the group (ida, idb), created if new (*created).
+uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool *created) {
   uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
   uint32 mask = a->nslots - 1, i = Mix64(key) & mask;
+  *created = false;
   for (; a->keys[i] != 0; i = (i + 1) & mask)
     if (a->keys[i] == key) return a->at[i];
+  *created = true;
   if (a->n == a->cap) {
     uint32 c = Max(256u, a->cap * 2);
     Reserve(cxt, &a->ida, a->cap, c, 1);
     Reserve(cxt, &a->idb, a->cap, c, 1);
     Reserve(cxt, &a->sum, a->cap, c, nagg);
     Reserve(cxt, &a->has, a->cap, c, nagg);
+    Reserve(cxt, &a->ok, a->cap, c, 1);
     a->cap = c;
   }
   uint32 at = a->n++;
+  a->ok[at] = true;
   a->ida[at] = ida;
   a->idb[at] = idb;
   for (int k = 0; k < nagg; k++) {
@@ -682,6 +756,35 @@ void Eval(List *exprs, ExprContext *ec, Datum *v, bool *n) {
     v[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(lc)), ec, &n[i]);
     i++;
   }
+}
+
+// Puts the group keys of (ida, idb) into the scan tuple, its sums NULL (to
+// be stored by the caller).
+void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb) {
+  ExecClearTuple(slot);
+  for (int g = 0; g < st->ng; g++) {
+    KeyTable *t = &st->g[st->gside[g]];
+    uint32 id = st->gside[g] == 0 ? ida : idb;
+    slot->tts_values[g] = t->vals[id * t->nkeys + st->gpos[g]];
+    slot->tts_isnull[g] = t->nulls[id * t->nkeys + st->gpos[g]];
+  }
+  for (int a = 0; a < st->nagg; a++) {
+    slot->tts_values[st->ng + a] = 0;
+    slot->tts_isnull[st->ng + a] = true;
+  }
+}
+
+// Whether the join's other conditions hold for the group (ida, idb): they
+// read its keys alone (KeyQuals), so one test stands for all its pairs. A
+// NULL is false, as in a join.
+bool QualsHold(State *st, uint32 ida, uint32 idb) {
+  CustomScanState *node = &st->css;
+  ExprContext *ec = node->ss.ps.ps_ExprContext;
+  TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+  KeysToSlot(st, slot, ida, idb);
+  ExecStoreVirtualTuple(slot);
+  ec->ecxt_scantuple = slot;
+  return ExecQual(st->quals, ec);
 }
 
 bool OverLimit(State *st) {
@@ -803,7 +906,13 @@ bool Build(State *st) {
         for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : DatumGetFloat8(fv[a]);
         evaluated = true;
       }
-      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid);
+      bool created;
+      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
+      if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
+        st->acc.ok[at] = false;
+        st->acc.rejected++;
+      }
+      if (!st->acc.ok[at]) continue;
       for (int a = 0; a < nagg; a++) {
         float8 prod;
         if (fn[a] || st->rfnull[r * nagg + a]) {  // a NULL product: sum skips it, or adds COALESCE's 0
@@ -874,6 +983,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->pkeys = InitExprs(static_cast<List *>(list_nth(priv, kProbeKeys)), ps);
   st->bfactors = InitExprs(static_cast<List *>(list_nth(priv, kBuildFactors)), ps);
   st->pfactors = InitExprs(static_cast<List *>(list_nth(priv, kProbeFactors)), ps);
+  st->quals = ExecInitQual(static_cast<List *>(list_nth(priv, kKeyQuals)), ps);
   st->nk = list_length(st->bkeys);
   st->nagg = list_length(st->bfactors);
   st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
@@ -963,16 +1073,11 @@ TupleTableSlot *Exec(CustomScanState *node) {
     if (TupIsNull(t)) return nullptr;
     return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
   }
+  while (st->emit < st->acc.n && !st->acc.ok[st->emit]) st->emit++;
   if (st->emit >= st->acc.n) return nullptr;
   uint32 at = st->emit++;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-  ExecClearTuple(slot);
-  for (int g = 0; g < st->ng; g++) {
-    KeyTable *t = &st->g[st->gside[g]];
-    uint32 id = st->gside[g] == 0 ? st->acc.ida[at] : st->acc.idb[at];
-    slot->tts_values[g] = t->vals[id * t->nkeys + st->gpos[g]];
-    slot->tts_isnull[g] = t->nulls[id * t->nkeys + st->gpos[g]];
-  }
+  KeysToSlot(st, slot, st->acc.ida[at], st->acc.idb[at]);
   for (int a = 0; a < st->nagg; a++) {
     slot->tts_isnull[st->ng + a] = !st->acc.has[at * st->nagg + a];
     slot->tts_values[st->ng + a] = Float8GetDatum(st->acc.sum[at * st->nagg + a]);
@@ -1016,13 +1121,20 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   ExplainPropertyInteger("Join Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildKeys))), es);
   ExplainPropertyInteger("Group Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kGroupExprs))), es);
   ExplainPropertyInteger("Sums", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildFactors))), es);
+  if (List *quals = static_cast<List *>(list_nth(priv, kKeyQuals))) {
+    // (deparsed against the node's scan tuple, whose columns are the keys)
+    List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);
+    ExplainPropertyText("Key Condition",
+                        deparse_expression(reinterpret_cast<Node *>(make_ands_explicit(quals)), ctx, true, false), es);
+  }
   if (es->analyze) {
     if (st->fellback) {
       ExplainPropertyText("Fell Back", "memory limit reached: PostgreSQL's aggregate ran", es);
     } else {
       ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
-      ExplainPropertyInteger("Groups", nullptr, st->acc.n, es);
+      ExplainPropertyInteger("Groups", nullptr, st->acc.n - st->acc.rejected, es);
+      if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->acc.rejected, es);
     }
     ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
   }
