@@ -15,7 +15,7 @@ ANALYZE ca, cb;
 -- and without, and compares: the same keys, v equal to 1e-12 relative (only
 -- the order of additions may differ), NULL where PostgreSQL's is NULL.
 -- Says whether the node was in the plan.
-CREATE FUNCTION same_answer(q text) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION same_answer(q text, tol float8 DEFAULT 1e-12) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   line text; used boolean := false; n_on bigint; n_off bigint; bad bigint;
 BEGIN
@@ -30,7 +30,7 @@ BEGIN
   SELECT count(*) INTO n_off FROM r_off;
   SELECT count(*) INTO bad FROM r_on a FULL JOIN r_off b ON a.key = b.key
   WHERE a.key IS NULL OR b.key IS NULL OR (a.v IS NULL) <> (b.v IS NULL)
-     OR abs(a.v - b.v) > 1e-12 * greatest(abs(a.v), abs(b.v), 1e-300);
+     OR abs(a.v - b.v) > tol * greatest(abs(a.v), abs(b.v), 1e-300);
   DROP TABLE r_on, r_off;
   RETURN format('node %s, %s rows, %s', CASE WHEN used THEN 'used' ELSE 'not used' END, n_on,
                 CASE WHEN n_on = n_off AND bad = 0 THEN 'same' ELSE 'DIFFERENT' END);
@@ -146,14 +146,40 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t GROUP BY q.t, k.t;
 RESET ddx.contraction;
 
+-- float4: sum(float4) of float4mul adds in float4 as PostgreSQL does, each
+-- product and each sum rounded to float4, so only the order of additions
+-- differs (positive terms: within 1e-5); a float4 factor of a float8
+-- product is widened exactly (float48mul, float84mul). Overflow and
+-- underflow raise as float4mul and float4pl do.
+SELECT same_answer($$SELECT ca.i, cb.j, sum(abs(ca.val)::float4 * (cb.val + 2)::float4) AS v FROM ca JOIN cb ON ca.k = cb.k
+                     GROUP BY ca.i, cb.j$$, 1e-5);
+SELECT same_answer($$SELECT cb.j, sum(coalesce(abs(ca.val)::float4 * (cb.val + 2)::float4, 0::float4)) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$, 1e-5);
+SELECT same_answer($$SELECT ca.i, sum(ca.val::float4 * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+CREATE TABLE f4 (k int, v float4);
+INSERT INTO f4 VALUES (1, 1e20), (2, 1e-30), (3, 3e38), (3, 3e38), (4, 1.5);
+ANALYZE f4;
+SET ddx.contraction = 'all';
+SELECT a.k, pg_typeof(sum(a.v * b.v)), sum(a.v * b.v) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.v = 1.5 GROUP BY a.k;
+EXPLAIN (COSTS OFF) SELECT a.k, sum(a.v * b.v) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.v > 1e10 GROUP BY a.k;
+SELECT a.k, sum(a.v * b.v) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.v > 1e10 GROUP BY a.k;  -- 1e40 overflows float4
+\echo :LAST_ERROR_SQLSTATE
+SELECT a.k, sum(a.v * b.v) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.v < 1e-10 GROUP BY a.k;  -- 1e-60 underflows
+\echo :LAST_ERROR_SQLSTATE
+EXPLAIN (COSTS OFF) SELECT sum(a.v * (b.v / 3e38::float4)) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.k = 3;
+SELECT sum(a.v * (b.v / 3e38::float4)) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.k = 3;  -- 4 * 3e38 overflows the sum
+\echo :LAST_ERROR_SQLSTATE
+RESET ddx.contraction;
+
 -- Left alone: outer joins, other aggregates, a product within one side,
--- HAVING, a non-equality join, float4.
+-- HAVING, a non-equality join, sum(float4) of a float8 product cast.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca LEFT JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, avg(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum(ca.val * ca.k) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i HAVING count(*) > 1$$);
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k <= cb.k GROUP BY ca.i$$);
-SELECT same_answer($$SELECT ca.i, sum(ca.val::float4 * cb.val::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum((ca.val * cb.val)::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 
 -- EXPLAIN shows the node and its inputs.
 SET ddx.contraction = 'all';

@@ -17,7 +17,8 @@
 // equalities and by other conditions that read the GROUP BY keys alone
 // (attention's causal k.t <= q.t: tested once per group, when its first pair
 // of rows joins, and a group where it fails is dropped); every aggregate
-// of the target a plain SUM(float8) of a product float8mul(f, g) with f over
+// of the target a plain SUM(float8) of a product float8mul(f, g) (or
+// float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
 // one side's columns and g over the other's; every other target entry a
 // GROUP BY key over one side's columns or a stable expression of the keys
 // alone; no HAVING, grouping sets, volatile functions, sublinks or
@@ -30,6 +31,9 @@
 // factor contributes nothing; a group whose products are all NULL is NULL; a
 // group exists where at least one pair of rows joins; float8_mul and
 // float8_pl (utils/float.h) raise overflow and underflow as PostgreSQL does.
+// sum(float4) adds in float4 (float4pl, its transition function), so the
+// node rounds each product and each partial sum to float4 (float4_mul,
+// float4_pl) as PostgreSQL does; only the order of additions differs.
 //
 // Memory: the node's context is held to get_hash_memory_limit() (work_mem ×
 // hash_mem_multiplier). Past it, before any row is returned, the node frees
@@ -106,7 +110,8 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 //   9 group key expressions (in scan-tlist order), 10 their side (0 build, 1 probe),
 //   11 group equality functions, 12 group hash functions, 13 group collations
 //   14 build factors, 15 probe factors (one per SUM)
-//   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0)
+//   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0),
+//      + 2 where it is sum(float4) of float4mul (in float4, as PostgreSQL)
 //   17 join conditions other than the equalities, over the group keys alone
 //      (in the plan: INDEX_VAR references to the keys' scan-tuple columns)
 //   18 (planning only) the Aggrefs
@@ -239,35 +244,40 @@ bool KeyQuals(Shape *s) {
   return true;
 }
 
-// An aggregate the node computes: sum(float8) of float8mul(f, g), f and g of
-// different sides.
+// An aggregate the node computes: sum(float8) of float8mul(f, g) (or of
+// float48mul and float84mul, a float4 factor widened exactly as they widen
+// it), or sum(float4) of float4mul(f, g), f and g of different sides.
 bool SumOfProduct(PlannerInfo *root, Aggref *a, const Index sides[2], Shape *s) {
-  if (a->aggfnoid != F_SUM_FLOAT8 || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar || a->aggvariadic ||
-      a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
-    return No("an aggregate other than a plain sum(float8)");
+  bool f4 = a->aggfnoid == F_SUM_FLOAT4;
+  if ((a->aggfnoid != F_SUM_FLOAT8 && !f4) || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar ||
+      a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
+    return No("an aggregate other than a plain sum(float8) or sum(float4)");
   Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
   // SUM(COALESCE(f * g, 0)), as ddx's backward writes a contraction's
   // transpose: a NULL product adds 0.
   bool null_zero = false;
   if (IsA(arg, CoalesceExpr) && list_length(castNode(CoalesceExpr, arg)->args) == 2) {
     Node *z = static_cast<Node *>(lsecond(castNode(CoalesceExpr, arg)->args));
-    if (!IsA(z, Const) || castNode(Const, z)->consttype != FLOAT8OID || castNode(Const, z)->constisnull ||
-        DatumGetFloat8(castNode(Const, z)->constvalue) != 0.0)
-      return false;
+    if (!IsA(z, Const) || castNode(Const, z)->consttype != (f4 ? FLOAT4OID : FLOAT8OID) ||
+        castNode(Const, z)->constisnull ||
+        (f4 ? DatumGetFloat4(castNode(Const, z)->constvalue) : DatumGetFloat8(castNode(Const, z)->constvalue)) != 0.0)
+      return No("a sum of COALESCE(product, c) with c other than 0");
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
   if (!is_opclause(arg)) return No("a sum of something other than a product");
   OpExpr *op = castNode(OpExpr, arg);
-  if (list_length(op->args) != 2 || get_opcode(op->opno) != F_FLOAT8MUL)
-    return No("a sum of something other than a float8 product");
+  RegProcedure mul = get_opcode(op->opno);
+  if (list_length(op->args) != 2 ||
+      (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
+    return No("a sum of something other than a float8 or float4 product");
   Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
   int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
   if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
   s->factors[ls] = lappend(s->factors[ls], l);
   s->factors[rs] = lappend(s->factors[rs], r);
   s->aggrefs = lappend(s->aggrefs, a);
-  s->null_zero = lappend_int(s->null_zero, null_zero ? 1 : 0);
+  s->null_zero = lappend_int(s->null_zero, (null_zero ? 1 : 0) | (f4 ? 2 : 0));
   return true;
 }
 
@@ -578,6 +588,8 @@ struct State {
   Oid *kcoll;
   bool *probe_first;
   bool *null_zero;  // per SUM: COALESCE(f * g, 0)
+  bool *f4;         // per SUM: sum(float4) of float4mul
+  bool *bf4, *pf4;  // per SUM: its build (probe) factor is a float4
   int16 *klen;      // the build side's join keys' types
   bool *kbyval;
   // the build side's rows
@@ -787,6 +799,10 @@ bool QualsHold(State *st, uint32 ida, uint32 idb) {
   return ExecQual(st->quals, ec);
 }
 
+// A factor's value as a double: a float4 widened exactly (as float48mul and
+// float84mul widen it; a float4 product narrows it back exactly).
+inline double Factor(Datum d, bool f4) { return f4 ? static_cast<double>(DatumGetFloat4(d)) : DatumGetFloat8(d); }
+
 bool OverLimit(State *st) {
   size_t used = MemoryContextMemAllocated(st->cxt, true);
   if (used > st->peak) st->peak = used;
@@ -856,7 +872,7 @@ bool Build(State *st) {
     MemoryContextSwitchTo(old);
     for (int a = 0; a < nagg; a++) {
       st->rfnull[r * nagg + a] = fn[a];
-      st->rf[r * nagg + a] = fn[a] ? 0 : DatumGetFloat8(fv[a]);
+      st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bf4[a]);
     }
   }
   uint32 nb = 1;
@@ -903,7 +919,7 @@ bool Build(State *st) {
         Eval(gexprs[1], ec, gv, gn);
         gid = KeyIntern(cxt, &st->g[1], gv, gn);
         Eval(st->pfactors, ec, fv, fn);
-        for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : DatumGetFloat8(fv[a]);
+        for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
         evaluated = true;
       }
       bool created;
@@ -915,15 +931,17 @@ bool Build(State *st) {
       if (!st->acc.ok[at]) continue;
       for (int a = 0; a < nagg; a++) {
         float8 prod;
-        if (fn[a] || st->rfnull[r * nagg + a]) {  // a NULL product: sum skips it, or adds COALESCE's 0
-          if (!st->null_zero[a]) continue;
-          prod = 0.0;
-        } else {
-          prod = float8_mul(st->rf[r * nagg + a], pf[a]);
-        }
+        bool nul = fn[a] || st->rfnull[r * nagg + a];
+        if (nul && !st->null_zero[a]) continue;  // a NULL product: sum skips it, or adds COALESCE's 0
         double *s = &st->acc.sum[at * nagg + a];
         bool *has = &st->acc.has[at * nagg + a];
-        *s = *has ? float8_pl(*s, prod) : prod;
+        if (st->f4[a]) {  // float4mul and float4pl: each result rounded to float4
+          float4 p4 = nul ? 0.0f : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
+          *s = *has ? float4_pl(static_cast<float4>(*s), p4) : p4;
+        } else {
+          prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
+          *s = *has ? float8_pl(*s, prod) : prod;
+        }
         *has = true;
       }
       st->pairs++;
@@ -997,8 +1015,20 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   int i = 0;
   foreach (lc, static_cast<List *>(list_nth(priv, kProbeFirst))) st->probe_first[i++] = lfirst_int(lc) != 0;
   st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
   i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) st->null_zero[i++] = lfirst_int(lc) != 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
+    st->null_zero[i] = (lfirst_int(lc) & 1) != 0;
+    st->f4[i++] = (lfirst_int(lc) & 2) != 0;
+  }
+  st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->pf4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kBuildFactors)))
+    st->bf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFactors)))
+    st->pf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
   i = 0;
   foreach (lc, static_cast<List *>(list_nth(priv, kBuildKeys)))
     get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
@@ -1080,7 +1110,8 @@ TupleTableSlot *Exec(CustomScanState *node) {
   KeysToSlot(st, slot, st->acc.ida[at], st->acc.idb[at]);
   for (int a = 0; a < st->nagg; a++) {
     slot->tts_isnull[st->ng + a] = !st->acc.has[at * st->nagg + a];
-    slot->tts_values[st->ng + a] = Float8GetDatum(st->acc.sum[at * st->nagg + a]);
+    double v = st->acc.sum[at * st->nagg + a];
+    slot->tts_values[st->ng + a] = st->f4[a] ? Float4GetDatum(static_cast<float4>(v)) : Float8GetDatum(v);
   }
   ExecStoreVirtualTuple(slot);
   ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
