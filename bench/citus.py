@@ -82,7 +82,9 @@ def setup(cur):
     cur.execute("SET citus.enable_repartition_joins = on")
 
 
-IN_PLACE, GATHERED = "-- ddx: Citus tables in place\n", "\n-- ddx: Citus tables gathered\n"
+# (the markers between a program's two variants, as the runner writes them;
+# not to be confused with the --in-place flag)
+MARK_IN_PLACE, MARK_GATHERED = "-- ddx: Citus tables in place\n", "\n-- ddx: Citus tables gathered\n"
 
 
 def intermediate_bytes(cur, grad_sql):
@@ -92,8 +94,8 @@ def intermediate_bytes(cur, grad_sql):
     m = re.search(r"ddx_grad_(?:at|key)\('(.*?)'::text, \d", plan, re.S)
     prog = m.group(1).replace("''", "'")
     variants = {"gathered": prog}
-    if prog.startswith(IN_PLACE):
-        in_place, gathered = prog[len(IN_PLACE):].split(GATHERED)
+    if prog.startswith(MARK_IN_PLACE):
+        in_place, gathered = prog[len(MARK_IN_PLACE):].split(MARK_GATHERED)
         variants = {"in place": in_place, "gathered": gathered}
     out = {}
     for name, sql in variants.items():

@@ -364,8 +364,18 @@ int ProgramSettings() {
 // the planner settings go with the program (restored here at the end of
 // the program's GUC level; on the workers they last to the end of the
 // transaction, like any SET LOCAL, and only price plans).
+//
+// Nor does the in-place program repartition: where its joins need it (an
+// embedding distributed by token joined to samples distributed by sample),
+// Citus refuses it at planning with repartition joins off, and the gathered
+// program runs (PlanInPlace). With them on, as a user sets them for such a
+// forward, the embedding's gradient took 10.7 s in place against 1 s
+// gathered (bench/citus.py).
 void CitusTaskSettings(const char *sql) {
   if (!citus_in_place || strncmp(sql, ddx::pg::kInPlace, strlen(ddx::pg::kInPlace)) != 0) return;
+  if (GetConfigOption("citus.enable_repartition_joins", true, false))
+    (void)set_config_option("citus.enable_repartition_joins", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                            0, false);
   if (!GetConfigOption("citus.propagate_set_commands", true, false)) return;
   (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                           false);
