@@ -52,6 +52,10 @@ SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * 
 SELECT same_answer($$SELECT (ca.i::int8 * 4294967296 + (cb.k + 2147483648)) AS r, coalesce(ca.i::int8, 4294967296) AS r1,
                      ca.i, cb.k, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.k$$);
 SELECT same_answer($$SELECT ca.i + 0 * random() AS r, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+-- Keys compared by their type's functions, not as integers: a text join
+-- key, numeric group keys.
+SELECT same_answer($$SELECT ca.i::numeric AS n, cb.k, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON 'j' || ca.k = cb.j
+                     GROUP BY ca.i::numeric, cb.k$$);
 -- Two join keys; filters on each side; subqueries and CTEs as inputs.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k AND ca.i % 5 = cb.k % 5
                      WHERE ca.i < 200 AND cb.j <> 'j3' GROUP BY ca.i$$);
@@ -120,6 +124,27 @@ SET statement_timeout = '200ms';
 SELECT sum(a.val * b.val) FROM wide a JOIN wide b ON a.k = b.k;
 \echo :LAST_ERROR_SQLSTATE
 RESET statement_timeout;
+
+-- Dense groups: where the build side has few groups, each probe group has a
+-- row of one cell per build group; a large and sparse set of rows goes to
+-- the hash table midway. EXPLAIN ANALYZE says which.
+CREATE TABLE sa AS SELECT k, k AS g, sin(k) AS val FROM generate_series(1, 3000) k;
+CREATE TABLE sb AS SELECT k % 3000 + 1 AS k, k AS g, cos(k) AS val FROM generate_series(1, 9000) k;
+ANALYZE sa, sb;
+SELECT same_answer($$SELECT sa.g AS a, sb.g AS b, sum(sa.val * sb.val) AS v FROM sa JOIN sb ON sa.k = sb.k GROUP BY sa.g, sb.g$$);
+SELECT same_answer($$SELECT a.g AS a, b.g AS b, sum(a.val * b.val) AS v FROM sb a JOIN sb b ON a.k = b.k GROUP BY a.g, b.g$$);
+CREATE FUNCTION accumulator(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE line text; how text;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    IF line LIKE '%Accumulator:%' THEN how := trim(split_part(line, ':', 2)); END IF;
+  END LOOP;
+  RETURN how;
+END $$;
+SELECT accumulator($$SELECT sa.g, sb.g, sum(sa.val * sb.val) FROM sa JOIN sb ON sa.k = sb.k GROUP BY sa.g, sb.g$$);
+SELECT accumulator($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT accumulator($$SELECT a.g, b.g, sum(a.val * b.val) FROM sb a JOIN sb b ON a.k = b.k GROUP BY a.g, b.g$$);
 
 -- Join conditions besides the equalities that read the group keys alone
 -- (attention's causal mask k.t <= q.t): tested once per group; NULL keys

@@ -552,6 +552,7 @@ namespace {
 // and equality functions. Arrays in the node's context.
 struct KeyTable {
   int nkeys;
+  bool integers;  // every key compared by IntegerEquality: Datums hashed and compared
   FmgrInfo *hash, *eq;
   Oid *coll;
   int16 *typlen;
@@ -587,6 +588,8 @@ struct State {
   FmgrInfo *eq, *bhash, *phash;
   Oid *kcoll;
   bool *probe_first;
+  bool *datum_eq;   // per join key: equal exactly when the Datums are (IntegerEquality)
+  bool int_keys;    // every join key so: both sides hashed by HashDatums
   bool *null_zero;  // per SUM: COALESCE(f * g, 0)
   bool *f4;         // per SUM: sum(float4) of float4mul
   bool *bf4, *pf4;  // per SUM: its build (probe) factor is a float4
@@ -603,6 +606,18 @@ struct State {
   uint32 nbuckets;
   KeyTable g[2];  // group ids of the build and the probe side
   Acc acc;
+  // Dense groups (Dense*): per probe group id, a row of one cell per build
+  // group id, while the build side has few groups.
+  bool dense;
+  uint32 na;               // build groups (a dense row's cells)
+  int32 *drow;             // probe group id -> its row's first cell, -1 none
+  uint32 ndrow, drowcap;   // probe group ids with a slot, and room for them
+  uint32 ncells, cellcap;  // cells of the rows, and room for them
+  double *dsum;            // ncells * nagg
+  bool *dhas;              // ncells * nagg
+  uint8 *dstate;           // per cell: 0 no pair yet, 1 a group, 2 rejected by the key conditions
+  uint64 touched;          // cells with a pair
+  const char *how;         // for EXPLAIN ANALYZE: "dense", "hash", "dense, then hash"
   bool built, fellback;
   uint32 emit;
   double pairs;
@@ -621,6 +636,28 @@ void Reserve(MemoryContext cxt, T **p, uint32 cap, uint32 newcap, size_t per) {
     pfree(*p);
   }
   *p = q;
+}
+
+inline uint32 Mix64(uint64 k);
+
+// A hash of Datums that are equal exactly when their values are (integers:
+// IntegerEquality), without a function call.
+uint32 HashDatums(int n, const Datum *v, const bool *isnull) {
+  uint32 h = 0;
+  for (int i = 0; i < n; i++) {
+    h = (h << 1) | (h >> 31);
+    if (!isnull[i]) h ^= Mix64(static_cast<uint64>(v[i]) + 1);
+  }
+  return murmurhash32(h);
+}
+
+// Whether an equality function holds exactly when its arguments' Datums are
+// equal: int4 and int8 values are Datums of the value itself, sign-extended
+// (Int32GetDatum, Int64GetDatum on a 64-bit Datum), so int4eq, int8eq,
+// int48eq and int84eq do.
+bool IntegerEquality(Oid f) {
+  StaticAssertStmt(SIZEOF_DATUM == 8, "ddx contraction: a 64-bit Datum");
+  return f == F_INT4EQ || f == F_INT8EQ || f == F_INT48EQ || f == F_INT84EQ;
 }
 
 uint32 HashKeys(FmgrInfo *fns, const Oid *coll, int n, const Datum *v, const bool *isnull) {
@@ -649,7 +686,7 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
     t->n = 1;
     return 0;
   }
-  uint32 h = HashKeys(t->hash, t->coll, nk, v, isnull);
+  uint32 h = t->integers ? HashDatums(nk, v, isnull) : HashKeys(t->hash, t->coll, nk, v, isnull);
   uint32 mask = t->nslots - 1, i = h & mask;
   for (;; i = (i + 1) & mask) {
     int32 id = t->slots[i];
@@ -661,7 +698,8 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
       if (an != isnull[k])
         same = false;
       else if (!an)
-        same = DatumGetBool(FunctionCall2Coll(&t->eq[k], t->coll[k], t->vals[id * nk + k], v[k]));
+        same = t->integers ? t->vals[id * nk + k] == v[k]
+                           : DatumGetBool(FunctionCall2Coll(&t->eq[k], t->coll[k], t->vals[id * nk + k], v[k]));
     }
     if (same) return static_cast<uint32>(id);
   }
@@ -803,6 +841,92 @@ bool QualsHold(State *st, uint32 ida, uint32 idb) {
 // float84mul widen it; a float4 product narrows it back exactly).
 inline double Factor(Datum d, bool f4) { return f4 ? static_cast<double>(DatumGetFloat4(d)) : DatumGetFloat8(d); }
 
+// Dense groups. After the build, the build side's groups are known; where
+// they are few (kDenseMax), each probe group gets a row of one cell per build
+// group, and a pair's sum is at row + build group id: no hashing per pair,
+// and the pairs of one probe row write to one row. A row costs its cells
+// whether they get pairs or not, so where fewer than a quarter of a large
+// set of cells has pairs, the cells go to the hash table (Acc) and the rest
+// of the probe side is hashed. At the end the groups go to Acc all the same
+// (once per group, not per pair), from which they are returned.
+constexpr uint32 kDenseMax = 4096;
+constexpr uint32 kDenseSparseCheck = 1u << 20;  // cells
+
+void DenseInit(State *st) {
+  st->na = st->g[0].n;
+  st->dense = st->na > 0 && st->na <= kDenseMax;
+  st->how = st->dense ? "dense" : "hash";
+  st->drow = nullptr;
+  st->ndrow = st->drowcap = st->ncells = st->cellcap = 0;
+  st->dsum = nullptr;
+  st->dhas = nullptr;
+  st->dstate = nullptr;
+  st->touched = 0;
+}
+
+// Moves the dense cells with pairs into Acc, and leaves dense mode.
+void DenseToAcc(State *st) {
+  int nagg = st->nagg;
+  for (uint32 idb = 0; idb < st->ndrow; idb++) {
+    if (st->drow[idb] < 0) continue;
+    for (uint32 ida = 0; ida < st->na; ida++) {
+      uint32 c = static_cast<uint32>(st->drow[idb]) + ida;
+      if (st->dstate[c] == 0) continue;
+      bool created;
+      uint32 at = AccFind(st->cxt, &st->acc, nagg, ida, idb, &created);
+      st->acc.ok[at] = st->dstate[c] == 1;
+      if (st->dstate[c] == 2) st->acc.rejected++;
+      for (int a = 0; a < nagg; a++) {
+        st->acc.sum[at * nagg + a] = st->dsum[c * nagg + a];
+        st->acc.has[at * nagg + a] = st->dhas[c * nagg + a];
+      }
+    }
+  }
+  if (st->drow) pfree(st->drow);
+  if (st->dsum) pfree(st->dsum);
+  if (st->dhas) pfree(st->dhas);
+  if (st->dstate) pfree(st->dstate);
+  st->drow = nullptr;
+  st->dsum = nullptr;
+  st->dhas = nullptr;
+  st->dstate = nullptr;
+  st->dense = false;
+}
+
+// The first cell of probe group idb's row, made if new; false where the
+// cells went to Acc instead (too sparse).
+bool DenseRow(State *st, uint32 idb, uint32 *base) {
+  MemoryContext cxt = st->cxt;
+  if (idb >= st->drowcap) {
+    uint32 c = Max(1024u, st->drowcap * 2);
+    while (c <= idb) c *= 2;
+    Reserve(cxt, &st->drow, st->drowcap, c, 1);
+    for (uint32 i = st->drowcap; i < c; i++) st->drow[i] = -1;
+    st->drowcap = c;
+  }
+  if (idb >= st->ndrow) st->ndrow = idb + 1;
+  if (st->drow[idb] < 0) {
+    if (st->ncells >= kDenseSparseCheck && st->touched * 4 < st->ncells) {
+      DenseToAcc(st);
+      st->how = "dense, then hash";
+      return false;
+    }
+    if (st->ncells + st->na > st->cellcap) {
+      uint32 c = Max(st->na * 64, st->cellcap * 2);
+      Reserve(cxt, &st->dsum, st->cellcap, c, st->nagg);
+      Reserve(cxt, &st->dhas, st->cellcap, c, st->nagg);
+      Reserve(cxt, &st->dstate, st->cellcap, c, 1);
+      st->cellcap = c;
+    }
+    st->drow[idb] = static_cast<int32>(st->ncells);
+    memset(&st->dhas[static_cast<size_t>(st->ncells) * st->nagg], 0, static_cast<size_t>(st->na) * st->nagg);
+    memset(&st->dstate[st->ncells], 0, st->na);
+    st->ncells += st->na;
+  }
+  *base = static_cast<uint32>(st->drow[idb]);
+  return true;
+}
+
 bool OverLimit(State *st) {
   size_t used = MemoryContextMemAllocated(st->cxt, true);
   if (used > st->peak) st->peak = used;
@@ -865,7 +989,7 @@ bool Build(State *st) {
       st->rowcap = c;
     }
     uint32 r = st->nrows++;
-    st->rhash[r] = HashKeys(st->bhash, st->kcoll, nk, kv, kn);
+    st->rhash[r] = st->int_keys ? HashDatums(nk, kv, kn) : HashKeys(st->bhash, st->kcoll, nk, kv, kn);
     st->rgid[r] = gid;
     MemoryContext old = MemoryContextSwitchTo(cxt);
     for (int k = 0; k < nk; k++) st->rkeys[r * nk + k] = datumCopy(kv[k], st->kbyval[k], st->klen[k]);
@@ -888,6 +1012,7 @@ bool Build(State *st) {
   if (OverLimit(st)) return false;
 
   // Stream the probe side.
+  DenseInit(st);
   double *pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(pps);
@@ -903,16 +1028,19 @@ bool Build(State *st) {
     bool null_key = false;
     for (int k = 0; k < nk; k++) null_key = null_key || kn[k];
     if (null_key) continue;
-    uint32 h = HashKeys(st->phash, st->kcoll, nk, kv, kn);
+    uint32 h = st->int_keys ? HashDatums(nk, kv, kn) : HashKeys(st->phash, st->kcoll, nk, kv, kn);
     bool evaluated = false;
-    uint32 gid = 0;
+    uint32 gid = 0, base = 0;
     for (int32 r = st->buckets[h & (st->nbuckets - 1)]; r >= 0; r = st->rnext[r]) {
       if (st->rhash[r] != h) continue;
       bool match = true;
       for (int k = 0; k < nk && match; k++) {
         Datum b = st->rkeys[r * nk + k], p = kv[k];
-        match = DatumGetBool(st->probe_first[k] ? FunctionCall2Coll(&st->eq[k], st->kcoll[k], p, b)
-                                                : FunctionCall2Coll(&st->eq[k], st->kcoll[k], b, p));
+        if (st->datum_eq[k])
+          match = b == p;
+        else
+          match = DatumGetBool(st->probe_first[k] ? FunctionCall2Coll(&st->eq[k], st->kcoll[k], p, b)
+                                                  : FunctionCall2Coll(&st->eq[k], st->kcoll[k], b, p));
       }
       if (!match) continue;
       if (!evaluated) {
@@ -921,20 +1049,36 @@ bool Build(State *st) {
         Eval(st->pfactors, ec, fv, fn);
         for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
         evaluated = true;
+        if (st->dense) (void)DenseRow(st, gid, &base);
       }
-      bool created;
-      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
-      if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
-        st->acc.ok[at] = false;
-        st->acc.rejected++;
+      double *sums;
+      bool *hass;
+      if (st->dense) {
+        uint32 c = base + st->rgid[r];
+        if (st->dstate[c] == 0) {
+          st->dstate[c] = st->quals && !QualsHold(st, st->rgid[r], gid) ? 2 : 1;
+          st->touched++;
+        }
+        if (st->dstate[c] == 2) continue;
+        sums = &st->dsum[static_cast<size_t>(c) * nagg];
+        hass = &st->dhas[static_cast<size_t>(c) * nagg];
+      } else {
+        bool created;
+        uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
+        if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
+          st->acc.ok[at] = false;
+          st->acc.rejected++;
+        }
+        if (!st->acc.ok[at]) continue;
+        sums = &st->acc.sum[at * nagg];
+        hass = &st->acc.has[at * nagg];
       }
-      if (!st->acc.ok[at]) continue;
       for (int a = 0; a < nagg; a++) {
         float8 prod;
         bool nul = fn[a] || st->rfnull[r * nagg + a];
         if (nul && !st->null_zero[a]) continue;  // a NULL product: sum skips it, or adds COALESCE's 0
-        double *s = &st->acc.sum[at * nagg + a];
-        bool *has = &st->acc.has[at * nagg + a];
+        double *s = &sums[a];
+        bool *has = &hass[a];
         if (st->f4[a]) {  // float4mul and float4pl: each result rounded to float4
           float4 p4 = nul ? 0.0f : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
           *s = *has ? float4_pl(static_cast<float4>(*s), p4) : p4;
@@ -951,6 +1095,7 @@ bool Build(State *st) {
       }
     }
   }
+  if (st->dense) DenseToAcc(st);
   OverLimit(st);
   return true;
 }
@@ -1009,6 +1154,18 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->phash = Fns(static_cast<List *>(list_nth(priv, kProbeHash)));
   st->kcoll = Oids(static_cast<List *>(list_nth(priv, kKeyColl)));
   st->probe_first = static_cast<bool *>(palloc0(st->nk + 1));
+  // Integer join keys: compared (and, all of them so, hashed) without a
+  // function call per pair of rows.
+  st->datum_eq = static_cast<bool *>(palloc0(st->nk + 1));
+  st->int_keys = true;
+  {
+    int k = 0;
+    ListCell *le;
+    foreach (le, static_cast<List *>(list_nth(priv, kEqFns))) {
+      st->datum_eq[k] = IntegerEquality(lfirst_oid(le));
+      st->int_keys = st->int_keys && st->datum_eq[k++];
+    }
+  }
   st->klen = static_cast<int16 *>(palloc0(sizeof(int16) * (st->nk + 1)));
   st->kbyval = static_cast<bool *>(palloc0(st->nk + 1));
   ListCell *lc;
@@ -1059,9 +1216,11 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
     t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
   }
+  for (int side = 0; side < 2; side++) st->g[side].integers = true;
   for (int g = 0; g < st->ng; g++) {
     KeyTable *t = &st->g[st->gside[g]];
     int j = st->gpos[g];
+    t->integers = t->integers && IntegerEquality(list_nth_oid(static_cast<List *>(list_nth(priv, kGroupEq)), g));
     t->hash[j] = ghash[g];
     t->eq[j] = geq[g];
     t->coll[j] = gcoll[g];
@@ -1070,6 +1229,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);
   st->limit = get_hash_memory_limit();
   st->built = st->fellback = false;
+  st->how = "none (not run)";
   st->emit = 0;
   st->peak = 0;
   st->fallback = nullptr;
@@ -1165,6 +1325,7 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
       ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
       ExplainPropertyInteger("Groups", nullptr, st->acc.n - st->acc.rejected, es);
+      ExplainPropertyText("Accumulator", st->how, es);
       if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->acc.rejected, es);
     }
     ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
