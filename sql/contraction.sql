@@ -161,6 +161,27 @@ SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq 
 -- the order of additions cannot cancel digits away)
 SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(abs(q.val) * (k.val + 2)) AS v FROM cq q JOIN cq k ON k.t <= q.t
                      GROUP BY q.t, k.t$$);
+-- ... with the groups in the hash table, and moved there midway; with $1
+-- in the condition, under a generic plan.
+SELECT same_answer($$SELECT a.g AS a, b.g AS b, sum(a.val * b.val) AS v FROM sb a JOIN sb b ON a.k = b.k AND b.g <= a.g
+                     GROUP BY a.g, b.g$$);
+SELECT accumulator($$SELECT a.g, b.g, sum(a.val * b.val) FROM sb a JOIN sb b ON a.k = b.k AND b.g <= a.g GROUP BY a.g, b.g$$);
+SELECT same_answer($$SELECT sa.g AS a, sb.g AS b, sum(sa.val * sb.val) AS v FROM sa JOIN sb ON sa.k = sb.k AND sb.g > sa.g
+                     GROUP BY sa.g, sb.g$$);
+SELECT accumulator($$SELECT sa.g, sb.g, sum(sa.val * sb.val) FROM sa JOIN sb ON sa.k = sb.k AND sb.g > sa.g GROUP BY sa.g, sb.g$$);
+SET plan_cache_mode = force_generic_plan;
+SET ddx.contraction = 'all';
+PREPARE kq(int) AS SELECT count(*), round(sum(v)::numeric, 8) FROM (SELECT q.t, k.t, sum(abs(q.val) * (k.val + 2)) AS v
+  FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t - $1 GROUP BY q.t, k.t) z;
+EXPLAIN (COSTS OFF) EXECUTE kq(3);
+EXECUTE kq(3);
+EXECUTE kq(10);
+SET ddx.contraction = 'off';
+EXECUTE kq(3);
+EXECUTE kq(10);
+DEALLOCATE kq;
+RESET plan_cache_mode;
+RESET ddx.contraction;
 -- Left alone: a condition that reads more than the keys, a volatile one.
 SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.val <= q.val
                      GROUP BY q.t, k.t$$);

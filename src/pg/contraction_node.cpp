@@ -22,9 +22,9 @@
 // one side's columns and g over the other's; every other target entry a
 // GROUP BY key over one side's columns or a stable expression of the keys
 // alone; no HAVING, grouping sets, volatile functions, sublinks or
-// PARAM_EXEC. Any other query keeps PostgreSQL's own plan. The GUC ddx.contraction decides
-// where it is considered: off, programs (ddx's gradient programs and jvp
-// queries; the default) or all.
+// PARAM_EXEC. Any other query keeps PostgreSQL's own plan. The GUC
+// ddx.contraction decides where it is considered: off, programs (ddx's
+// gradient programs and jvp queries; the default) or all.
 //
 // Exactly PostgreSQL's answer: sum(float8) is float8pl over the non-NULL
 // products in some order (only the order of additions may differ); a NULL
@@ -864,7 +864,9 @@ void DenseInit(State *st) {
   st->touched = 0;
 }
 
-// Moves the dense cells with pairs into Acc, and leaves dense mode.
+// Moves the dense cells with pairs into Acc, and leaves dense mode. A
+// rejected cell goes too, marked: pairs of it that come after a move to
+// the hash table must find it rejected, not test it again and count it twice.
 void DenseToAcc(State *st) {
   int nagg = st->nagg;
   for (uint32 idb = 0; idb < st->ndrow; idb++) {
