@@ -99,9 +99,14 @@ def intermediate_bytes(cur, grad_sql):
         variants = {"in place": in_place, "gathered": gathered}
     out = {}
     for name, sql in variants.items():
-        # (the settings go to the workers' tasks too, as the runner sends them)
+        # (the settings go to the workers' tasks too, as the runner sends
+        # them; in place, the runner leaves the joins' order to the planner:
+        # CitusTaskSettings in src/pg/runner.cpp)
+        settings = RUNNER.replace("SET ", "SET LOCAL ")
+        if name == "in place":
+            settings = settings.replace("SET LOCAL join_collapse_limit = 1; ", "")
         cur.execute("BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; "
-                    "SET LOCAL search_path = pg_catalog, pg_temp; " + RUNNER.replace("SET ", "SET LOCAL "))
+                    "SET LOCAL search_path = pg_catalog, pg_temp; " + settings)
         try:
             cur.execute("EXPLAIN ANALYZE " + sql)
             text = "\n".join(r[0] for r in cur.fetchall())

@@ -175,6 +175,40 @@ void Pass::DecideMaterialized() {
     for (int k : r->param) param = param || k >= 0;
     if (r->single || (citus_in_place && r->citus && !param)) direct.insert(r);
   }
+  // In place on Citus, a saved relation of per-sample rows (a prediction
+  // per sample, a hidden layer per sample and unit) would be a Citus
+  // subplan: gathered to the coordinator and sent back to every worker
+  // (the linear model's 4,096 predictions and their cotangents, 240 kB a
+  // step). Recomputed instead by each reader (NOT MATERIALIZED), it stays
+  // on the workers, where the reader's join on its rid is a join on the
+  // distribution column; only the partial sums of the reductions cross the
+  // network (2 kB). That needs a rid that does not depend on the order its
+  // rows come in (an aggregate's rid of its keys, ops/aggregate.cpp), and
+  // readers that only compute with its values: a recomputed value may
+  // differ in its last bits from the one another reader computed (its sum
+  // in another order), which a max's or a window's comparisons would turn
+  // into a wrong answer, so a program with those recomputes nothing. A
+  // reduction to one row (a loss) stays saved: it is what the workers need.
+  if (citus_in_place) {
+    bool compares = false;
+    for (const Rel *r : order) {
+      if (r->kind == RelKind::Window) compares = true;
+      if (r->kind == RelKind::Aggregate)
+        for (const auto &a : r->aggs) compares = compares || FlowOf(a.fn) == AggFlow::Attained;
+      if (r->kind == RelKind::Aggregate && r->distinct) compares = true;
+    }
+    std::set<const Rel *> per_sample;
+    for (Rel *r : order) {
+      bool reads = r->kind == RelKind::Scan && r->citus && direct.count(r);
+      for (const auto &in : r->inputs) reads = reads || per_sample.count(in.get());
+      if (r->kind == RelKind::Aggregate && r->nkeys == 0) reads = false;
+      if (reads) per_sample.insert(r);
+    }
+    if (!compares)
+      for (const Rel *r : per_sample)
+        if (mat.count(r) && !direct.count(r) && r != loss.get() && r->kind == RelKind::Aggregate && RidOfKeys(*this, *r))
+          recomputed.insert(r);
+  }
   // Composition inlines a projection's expressions into every use: keep
   // chains of projections from growing without bound.
   for (Rel *r : order) {

@@ -159,6 +159,10 @@ class Lets;
 
 // --- the pass ----------------------------------------------------------------
 
+struct Pass;
+// Whether aggregate r's rid is a function of its group keys (ops/aggregate.cpp).
+bool RidOfKeys(const Pass &p, const Rel &r);
+
 struct Pass {
   // The analysis (graph.cpp). With tangents, for forward mode (jvp): their
   // relations are part of the graph, every scan with a parameter is saved
@@ -184,6 +188,9 @@ struct Pass {
   std::set<const Rel *> sublink_rels;
   std::set<const Rel *> mat;     // CTEs f<id>
   std::set<const Rel *> direct;  // scans read in place (rid = ctid)
+  // In place on Citus: the forward steps of per-sample rows, NOT
+  // MATERIALIZED, recomputed by each reader on the workers (graph.cpp).
+  std::set<const Rel *> recomputed;
   // facts (facts.cpp)
   std::map<const Rel *, std::vector<bool>> active;
   std::set<std::pair<const Rel *, int>> held;  // max/min columns whose gradient is zero (shift.h)

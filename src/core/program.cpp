@@ -45,7 +45,8 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
   std::vector<std::string> ctes;
   for (const Rel *r : p.order)
     if (p.mat.count(r) && !p.direct.count(r))
-      ctes.push_back(p.F(r) + " AS MATERIALIZED (" + RuleOf(*r).forward(p, *r) + ")");
+      ctes.push_back(p.F(r) + (p.recomputed.count(r) ? " AS NOT MATERIALIZED (" : " AS MATERIALIZED (") +
+                     RuleOf(*r).forward(p, *r) + ")");
   return ctes;
 }
 

@@ -404,18 +404,21 @@ void CheckQuery(Query *q) {
 // Citus keeps its tables in the catalog table pg_catalog.pg_dist_partition
 // (logicalrelid regclass, partmethod "char": 'h' hash, 'r' range, 'a' append
 // for distributed tables, 'n' none; repmodel "char": 't' for a reference
-// table), which exists only where the citus extension is created. ddx reads
-// it by name, without linking Citus; a heap scan under the catalog snapshot,
-// the table having one row per Citus table.
-std::string CitusTableKind(Oid relid, bool *hash) {
+// table; partkey text: the distribution column as nodeToString of its Var),
+// which exists only where the citus extension is created. ddx reads it by
+// name, without linking Citus; a heap scan under the catalog snapshot, the
+// table having one row per Citus table.
+std::string CitusTableKind(Oid relid, bool *hash, AttrNumber *column) {
   struct Raw {
     char method, model;
+    AttrNumber column;
   };
   Raw raw = PgCall([&] {
-    Raw r{0, 0};
+    Raw r{0, 0, InvalidAttrNumber};
     Oid cat = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
     if (!OidIsValid(cat)) return r;
-    AttrNumber method = get_attnum(cat, "partmethod"), model = get_attnum(cat, "repmodel");
+    AttrNumber method = get_attnum(cat, "partmethod"), model = get_attnum(cat, "repmodel"),
+               partkey = get_attnum(cat, "partkey");
     Relation rel = table_open(cat, AccessShareLock);
     ScanKeyData key;
     ScanKeyInit(&key, get_attnum(cat, "logicalrelid"), BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
@@ -427,12 +430,18 @@ std::string CitusTableKind(Oid relid, bool *hash) {
       r.method = isnull ? '?' : DatumGetChar(d);
       d = heap_getattr(tup, model, RelationGetDescr(rel), &isnull);
       r.model = isnull ? '?' : DatumGetChar(d);
+      d = partkey == InvalidAttrNumber ? 0 : heap_getattr(tup, partkey, RelationGetDescr(rel), &isnull);
+      if (r.method == 'h' && partkey != InvalidAttrNumber && !isnull) {
+        Node *key = static_cast<Node *>(stringToNode(TextDatumGetCString(d)));
+        if (key && IsA(key, Var)) r.column = castNode(Var, key)->varattno;
+      }
     }
     systable_endscan(scan);
     table_close(rel, AccessShareLock);
     return r;
   });
   if (hash) *hash = raw.method == 'h';
+  if (column) *column = raw.column;
   if (!raw.method) return "";
   if (raw.method == 'h' || raw.method == 'r' || raw.method == 'a') return "distributed table";
   if (raw.model == 't') return "reference table";
@@ -534,7 +543,8 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
   // Citus computes on the coordinator (a shard's ctids repeat from shard to
   // shard), and which leaves the rest of the program over intermediate
   // results, which Citus runs without its restrictions on subqueries.
-  r->citus = !CitusTableKind(rte->relid).empty();
+  AttrNumber dist = InvalidAttrNumber;
+  r->citus = !CitusTableKind(rte->relid, nullptr, &dist).empty();
   r->single = !r->citus && (raw.relkind == RELKIND_RELATION || raw.relkind == RELKIND_MATVIEW) &&
               (r->only || !PgCall([&] { return has_subclass(rte->relid); }));
   // Every live column, in attribute order (attno_to_col is derived the same way).
@@ -564,7 +574,13 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
     (*attno_to_col)[a] = static_cast<int>(r->names.size());
     r->names.push_back(Str(PgCall([&] { return quote_identifier(att.name); })));
     r->cols.push_back(MakeType(att.type, att.typmod));
-    r->notnull.push_back(att.notnull);
+    // A hash-distributed table's distribution column is never NULL: Citus
+    // refuses such a row on INSERT (multi_router_planner.c, "cannot perform
+    // an INSERT with NULL in the partition column"), on COPY
+    // (multi_copy.c) and on INSERT ... SELECT (partitioned_intermediate_
+    // results.c), and never lets it be updated. Known so, a group key of
+    // it is a group's rid as it is (ops/aggregate.cpp).
+    r->notnull.push_back(att.notnull || a == dist);
     int param = -1;
     for (size_t p = 0; p < params_.size(); p++)
       if (matches[p] && params_[p].attname == Str(att.name)) param = static_cast<int>(p);

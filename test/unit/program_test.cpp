@@ -441,6 +441,41 @@ TEST(Program, CitusDataInPlaceIsUnfenced) {
   EXPECT_NE(p.sql.find("ROW(t.f)::text AS key"), std::string::npos) << p.sql;
 }
 
+// A group's rid is its keys where they are integers: one key that cannot be
+// NULL as it is, a nullable one widened with NULL a bigint no integer is,
+// others numbered by row_number(). In place on Citus, a per-sample step with
+// such a rid is recomputed by its readers (NOT MATERIALIZED, staying on the
+// workers), unless a max compares recomputed values.
+TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
+  Program p = Build(LinearLoss());
+  EXPECT_NE(p.sql.find("SELECT COALESCE(CAST(a0.c0 AS pg_catalog.int8), 4294967296) AS rid, a0.c0 AS c0"),
+            std::string::npos)
+      << p.sql;
+  auto linear = [](const std::string &agg) {
+    RelP pred = SumBy(XJoinW(-1, 0, {true, false, false}), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
+    RelP loss = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{agg, 0}}, {kF8});
+    MarkCitus(loss);
+    return loss;
+  };
+  p = Build(linear("sum"));
+  EXPECT_NE(p.sql.find("SELECT (a0.c0) AS rid, a0.c0 AS c0"), std::string::npos) << p.sql;
+  Program in = BuildGradientProgram(linear("sum"), CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(in.sql), "") << in.sql;
+  EXPECT_NE(in.sql.find("f5 AS NOT MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
+  Program gathered = BuildGradientProgram(linear("sum"));
+  EXPECT_EQ(gathered.sql.find("NOT MATERIALIZED (SELECT (a0."), std::string::npos) << gathered.sql;
+  in = BuildGradientProgram(linear("max"), CitusPlacement::InPlace);
+  EXPECT_NE(in.sql.find("f5 AS MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
+  // (two keys, both NOT NULL)
+  RelP two = Aggregate(Project(XJoinW(-1, 0, {true, true, false}),
+                               {Col(0, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}),
+                       2, {{"sum", 2}}, {kI4, kI4, kF8});
+  p = Build(SumOfSquares(two, 2));
+  EXPECT_NE(p.sql.find("(CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a0.c1 AS pg_catalog.int8) + 2147483648)) AS rid"),
+            std::string::npos)
+      << p.sql;
+}
+
 // An aggregate's backward pairs rows with their group by the group keys:
 // NULL-safely in general, by plain equality where the key cannot be NULL
 // (a NOT NULL column, or one a join compared with a strict operator).

@@ -37,8 +37,9 @@ struct Scope {
 
 // The kind of Citus table relid is ("distributed table", "reference table",
 // "table managed by Citus"), or "" (not one, or no Citus); *hash (if given)
-// whether it is distributed by hash.
-std::string CitusTableKind(Oid relid, bool *hash = nullptr);
+// whether it is distributed by hash, *column (if given) its distribution
+// column where it is (InvalidAttrNumber otherwise).
+std::string CitusTableKind(Oid relid, bool *hash = nullptr, AttrNumber *column = nullptr);
 // Throws 0A000 if relid is a Citus table (`role name`: what it is to the
 // statement, for the message): forward mode does not run over Citus yet.
 void RefuseCitusTable(Oid relid, const std::string &name, const std::string &role);

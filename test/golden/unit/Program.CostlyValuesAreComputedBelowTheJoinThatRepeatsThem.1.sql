@@ -1,7 +1,7 @@
 WITH f1 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.s AS c0, t.val AS c1 FROM public.y t),
 f2 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.tableoid AS toid, t.ctid AS tid, t.s AS c0, t.f AS c1, t.val AS c2 FROM public.x t),
 f3 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.tableoid AS toid, t.ctid AS tid, t.f AS c0, t.val AS c1 FROM public.w t),
-f6 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a1.c0 AS c0, sum((a0.c2 * a1.c1)) AS c1 FROM (f2 a0 JOIN f3 a1 ON (a0.c1 = a1.c0)) GROUP BY 2),
+f6 AS MATERIALIZED (SELECT COALESCE(CAST(a1.c0 AS pg_catalog.int8), 4294967296) AS rid, a1.c0 AS c0, sum((a0.c2 * a1.c1)) AS c1 FROM (f2 a0 JOIN f3 a1 ON (a0.c1 = a1.c0)) GROUP BY 2),
 f9 AS MATERIALIZED (SELECT 1::bigint AS rid, sum((exp(a0.c1) * a1.c1)) AS c0 FROM (f1 a0 JOIN f6 a1 ON (a1.c0 OPERATOR(pg_catalog.=) a0.c0))),
 b9 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f9 WHERE c0 IS NOT NULL),
 b6 AS NOT MATERIALIZED (SELECT a1.rid AS rid, CASE WHEN a1.c1 IS NULL THEN 0::float8 ELSE t.d1 END AS d1, a1.c0 AS c0, a1.c1 AS c1 FROM (SELECT q.oa0_c0, sum(q.d1) AS d1 FROM (SELECT r.a0_c0 AS oa0_c0, (COALESCE((a.bd0 * r.v0), 0::float8)) AS d1 FROM (SELECT r.*, exp(r.a0_c1) AS v0 FROM (SELECT a0.c0 AS a0_c0, a0.c1 AS a0_c1 FROM f1 a0 OFFSET 0) r OFFSET 0) r CROSS JOIN (SELECT a.*, b.d0 AS bd0 FROM f9 a JOIN b9 b ON b.rid = a.rid OFFSET 0) a) q GROUP BY q.oa0_c0) t JOIN f6 a1 ON (a1.c0 OPERATOR(pg_catalog.=) t.oa0_c0)),

@@ -1,5 +1,5 @@
 WITH f1 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.tableoid AS toid, t.ctid AS tid, t.s AS c0, t.f AS c1, t.val AS c2 FROM public.x t),
-f3 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a0.c0 AS c0, max(a0.c2) AS c1 FROM f1 a0 GROUP BY 2),
+f3 AS MATERIALIZED (SELECT COALESCE(CAST(a0.c0 AS pg_catalog.int8), 4294967296) AS rid, a0.c0 AS c0, max(a0.c2) AS c1 FROM f1 a0 GROUP BY 2),
 f7 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(exp((a0.c2 - a1.c1))) AS c0 FROM (f1 a0 JOIN f3 a1 ON (a0.c0 OPERATOR(pg_catalog.=) a1.c0))),
 f11 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(((s.h0 / a2.c0) * (s.h0 / a2.c0))) AS c0 FROM (SELECT a0.rid AS a0_rid, a1.rid AS a1_rid, exp((a0.c2 - a1.c1)) AS h0 FROM f1 a0, f3 a1 WHERE (a0.c0 OPERATOR(pg_catalog.=) a1.c0) AND EXISTS (SELECT 1 FROM f7 a2) OFFSET 0) s, f7 a2),
 b11 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f11 WHERE c0 IS NOT NULL),
