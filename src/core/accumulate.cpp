@@ -152,7 +152,18 @@ struct GroupingSets {
       if (std::find(in_set.begin(), in_set.end(), keys[i]) == in_set.end()) m |= 1 << (n - 1 - i);
     return std::to_string(m);
   }
-  std::string Step(const std::string &name, const std::string &source) const {
+  // (plain: one set of every key as a plain GROUP BY, its GROUPING() a
+  // constant; Citus plans no GROUPING, and a program with one fell back to
+  // saving every step on the coordinator: the MLP's first layer in place
+  // moved 7.8 MB instead of 2.2)
+  std::string Step(const std::string &name, const std::string &source, bool plain) const {
+    if (plain && sets.size() == 1 && sets[0].size() == keys.size()) {
+      std::vector<std::string> out = outer, gkeys;
+      for (const auto &k : keys) gkeys.push_back("q." + k);
+      out.insert(out.begin(), "0 AS gs");
+      return name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+             ") q GROUP BY " + Join(gkeys, ", ") + ")";
+    }
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);
     for (const auto &c : sets) {
@@ -284,7 +295,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   }
   std::vector<DeferredPlan> plans;
   for (size_t i = 0; i < deferred.size(); i++) plans.push_back(PlanDeferred(reg, deferred[i], i, g, leaf_rid, value));
-  s.ctes.push_back(g.Step(shared_name, source));
+  s.ctes.push_back(g.Step(shared_name, source, citus_in_place));
   size_t pos = 0;
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
