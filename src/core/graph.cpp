@@ -206,7 +206,8 @@ void Pass::DecideMaterialized() {
     }
     if (!compares)
       for (const Rel *r : per_sample)
-        if (mat.count(r) && !direct.count(r) && r != loss.get() && r->kind == RelKind::Aggregate && RidOfKeys(*this, *r))
+        if (mat.count(r) && !direct.count(r) && r != loss.get() && r->kind == RelKind::Aggregate &&
+            RidOfKeys(*this, *r))
           recomputed.insert(r);
   }
   // Composition inlines a projection's expressions into every use: keep

@@ -467,11 +467,12 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
   in = BuildGradientProgram(linear("max"), CitusPlacement::InPlace);
   EXPECT_NE(in.sql.find("f5 AS MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
   // (two keys, both NOT NULL)
-  RelP two = Aggregate(Project(XJoinW(-1, 0, {true, true, false}),
-                               {Col(0, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}),
-                       2, {{"sum", 2}}, {kI4, kI4, kF8});
+  RelP two = Aggregate(
+      Project(XJoinW(-1, 0, {true, true, false}), {Col(0, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}),
+      2, {{"sum", 2}}, {kI4, kI4, kF8});
   p = Build(SumOfSquares(two, 2));
-  EXPECT_NE(p.sql.find("(CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a0.c1 AS pg_catalog.int8) + 2147483648)) AS rid"),
+  EXPECT_NE(p.sql.find(
+                "(CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a0.c1 AS pg_catalog.int8) + 2147483648)) AS rid"),
             std::string::npos)
       << p.sql;
 }
