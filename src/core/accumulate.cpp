@@ -152,29 +152,41 @@ struct GroupingSets {
       if (std::find(in_set.begin(), in_set.end(), keys[i]) == in_set.end()) m |= 1 << (n - 1 - i);
     return std::to_string(m);
   }
-  // (plain: one set of every key as a plain GROUP BY, its GROUPING() a
-  // constant; Citus plans no GROUPING, and a program with one fell back to
-  // saving every step on the coordinator: the MLP's first layer in place
-  // moved 7.8 MB instead of 2.2)
-  std::string Step(const std::string &name, const std::string &source, bool plain) const {
-    if (plain && sets.size() == 1 && sets[0].size() == keys.size()) {
-      std::vector<std::string> out = outer, gkeys;
-      for (const auto &k : keys) gkeys.push_back("q." + k);
-      out.insert(out.begin(), "0 AS gs");
-      return name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-             ") q GROUP BY " + Join(gkeys, ", ") + ")";
-    }
+  // In place on Citus, one step of its own per set, a plain GROUP BY
+  // (Set names it): Citus plans no GROUPING(), and a program with one fell
+  // back to saving every step on the coordinator (the MLP's first layer in
+  // place moved 7.8 MB instead of 2.2); a step that each set's reader alone
+  // reads is recomputed inside it, on the workers, where a shared one would
+  // be a Citus subplan, gathered. Each recomputes the region.
+  std::vector<std::string> Steps(const std::string &name, const std::string &source, bool per_set) const {
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);
+    if (per_set) {
+      std::vector<std::string> steps;
+      for (const auto &c : sets) {
+        std::vector<std::string> sel{Mask(c) + " AS gs"}, by;
+        for (const auto &x : c) sel.push_back("q." + x), by.push_back("q." + x);
+        for (const auto &o : outer)
+          if (o.rfind("q.", 0) != 0) sel.push_back(o);
+        steps.push_back(Set(name, c) + " AS MATERIALIZED (SELECT " + Join(sel, ", ") + " FROM (SELECT " +
+                        Join(inner, ", ") + source + ") q GROUP BY " + Join(by, ", ") + ")");
+      }
+      return steps;
+    }
     for (const auto &c : sets) {
       std::vector<std::string> qc;
       for (const auto &x : c) qc.push_back("q." + x);
       ss.push_back("(" + Join(qc, ", ") + ")");
     }
     out.insert(out.begin(), "GROUPING(" + Join(gkeys, ", ") + ") AS gs");
-    return name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-           ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + "))";
+    return {name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+            ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + "))"};
   }
+  // The step that holds set c's rows: the shared one, or (per set) its own.
+  std::string Set(const std::string &name, const std::vector<std::string> &c) const {
+    return per_set_ ? name + "__" + Mask(c) : name;
+  }
+  bool per_set_ = false;
 };
 
 // How a deferred factor's grouped rows are found again: by the rids of its
@@ -295,7 +307,8 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   }
   std::vector<DeferredPlan> plans;
   for (size_t i = 0; i < deferred.size(); i++) plans.push_back(PlanDeferred(reg, deferred[i], i, g, leaf_rid, value));
-  s.ctes.push_back(g.Step(shared_name, source, citus_in_place));
+  g.per_set_ = citus_in_place;
+  for (auto &step : g.Steps(shared_name, source, citus_in_place)) s.ctes.push_back(std::move(step));
   size_t pos = 0;
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
@@ -306,17 +319,20 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
       cs.insert(col);
     }
     Contribute(reg.leaves[k],
-               "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE gs = " + g.Mask(g.sets[pos++]) + " AND " +
-                   rk + " IS NOT NULL",
+               "SELECT " + Join(sel, ", ") + " FROM " + g.Set(shared_name, g.sets[pos]) + " WHERE gs = " +
+                   g.Mask(g.sets[pos]) + " AND " + rk + " IS NOT NULL",
                cs);
+    pos++;
   }
   // Each deferred factor, differentiated at its own grain.
   for (size_t i = 0; i < deferred.size(); i++) {
     const Deferred &d = deferred[i];
     std::string is = std::to_string(i);
     const std::set<int> &rt = plans[i].roots;
-    std::string stage = DeferredStage(*this, reg, d, i, plans[i],
-                                      "(SELECT * FROM " + shared_name + " WHERE gs = " + g.Mask(g.sets[pos++]) + ")");
+    std::string stage =
+        DeferredStage(*this, reg, d, i, plans[i],
+                      "(SELECT * FROM " + g.Set(shared_name, g.sets[pos]) + " WHERE gs = " + g.Mask(g.sets[pos]) + ")");
+    pos++;
     auto rid = [rt, is](int k) {
       return rt.count(kLeafSide + k) ? "n.r" + std::to_string(k) : "n.s" + std::to_string(k) + "_" + is;
     };

@@ -519,6 +519,16 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS ((q.r0), (q.r1), (q.g0, q.r0))"), std::string::npos) << p.sql;
+  // In place on Citus, which plans no GROUPING(): a plain GROUP BY per set,
+  // each set its own step, read by its reader alone.
+  RelP loss = SumOfSquares(pred, 1);
+  MarkCitus(loss);
+  p = BuildGradientProgram(loss, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("GROUPING"), std::string::npos) << p.sql;
+  for (const char *set : {"__3 AS NOT MATERIALIZED (SELECT 3 AS gs, q.r0, ", "__5 AS NOT MATERIALIZED (SELECT 5 AS gs, q.r1, ",
+                          "__2 AS NOT MATERIALIZED (SELECT 2 AS gs, q.g0, q.r0, "})
+    EXPECT_NE(p.sql.find(set), std::string::npos) << set << "\n" << p.sql;
 }
 
 // A costly value that reads only x is computed once per row of x, below the
