@@ -227,6 +227,53 @@ SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON c
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k <= cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum((ca.val * cb.val)::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 
+-- row_number() OVER () of the groups (a program's rid where the keys cannot
+-- be it) is numbered by the node as it emits them: 1..n, each once, beside
+-- the same keys and sums; also where it falls back to PostgreSQL's
+-- aggregate (then under a WindowAgg), and in an expression with a sum. A
+-- window with PARTITION BY keeps its WindowAgg.
+CREATE FUNCTION numbered(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text; used text := 'not numbered'; a text; b text;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    IF line LIKE '%Numbered%' THEN used := 'numbered by the node'; END IF;
+  END LOOP;
+  EXECUTE format('SELECT concat_ws('' '', count(*), count(DISTINCT rid), min(rid), max(rid)) FROM (%s) q', q) INTO a;
+  SET LOCAL ddx.contraction = 'off';
+  EXECUTE format('SELECT concat_ws('' '', count(*), count(DISTINCT rid), min(rid), max(rid)) FROM (%s) q', q) INTO b;
+  RETURN format('%s; rows, distinct, min, max: %s (%s)', used, a, CASE WHEN a = b THEN 'as PostgreSQL''s' ELSE 'DIFFERENT: ' || b END);
+END $$;
+SELECT numbered($$SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+                  GROUP BY ca.i, cb.j$$);
+SELECT same_answer($$SELECT q.i, q.j, q.v FROM (SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) q WHERE q.rid > 0$$);
+SELECT numbered($$SELECT row_number() OVER () * 2 - 1 AS rid, sum(ca.val * cb.val) + row_number() OVER () AS v
+                  FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SET work_mem = '64kB';
+SELECT numbered($$SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+                  GROUP BY ca.i, cb.j$$);
+SET ddx.contraction = 'all';
+DO $$
+DECLARE line text; fell boolean := false; wagg boolean := false;
+BEGIN
+  FOR line IN EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+      SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+      GROUP BY ca.i, cb.j LOOP
+    fell := fell OR line LIKE '%Fell Back%';
+    wagg := wagg OR line LIKE '%->  WindowAgg%';
+  END LOOP;
+  RAISE NOTICE 'fell back: %, through a WindowAgg over PostgreSQL''s aggregate: %', fell, wagg;
+END $$;
+RESET ddx.contraction;
+RESET work_mem;
+SELECT numbered($$SELECT row_number() OVER (PARTITION BY ca.i) AS rid, ca.i, sum(ca.val * cb.val) AS v
+                  FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT row_number() OVER () AS rid, ca.i, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i;
+RESET ddx.contraction;
+
 -- EXPLAIN shows the node and its inputs.
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
