@@ -146,6 +146,7 @@ struct KeptPlan {
   SPIPlanPtr plan;
   char *ran;      // the statement the plan runs: sql, or one of its two parts (kInPlace)
   bool in_place;  // ddx.citus_in_place when it was chosen
+  bool pushed;    // the in-place program runs (not the gathered one)
   KeptPlan *next;
 };
 KeptPlan *kept_plans = nullptr;
@@ -165,6 +166,20 @@ SPIPlanPtr Prepare(const char *sql, int nparams, Oid *types) {
 // columns than their distribution columns. NULL, with the reason at DEBUG1,
 // where it refuses; any other error is raised. (Planning is all the subtransaction does: nothing runs in it.
 // Within SPI, as PL/pgSQL's exception blocks: AtEOSubXact_SPI cleans up.)
+// The in-place program does not keep its joins in their written order
+// (join_collapse_limit = 1, ProgramSettings): Citus decides which joins stay
+// on the workers from the join clauses the planner finds between the
+// relations it joins (its restriction equivalence), and with the JOINs kept
+// nested it did not see the linear model's transpose join its per-sample
+// cotangents to the data on the distribution column. It pulled them to the
+// coordinator: 168 kB a step, against 352 bytes of partial sums. (Only the
+// in-place program: the gathered one, where the runner falls back, keeps
+// the written order, without which the embedding's took 3.9 s, not 1.9.)
+void FreeJoinOrder() {
+  (void)set_config_option("join_collapse_limit", GetConfigOptionResetString("join_collapse_limit"), PGC_USERSET,
+                          PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
 SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   MemoryContext cxt = CurrentMemoryContext;
   ResourceOwner owner = CurrentResourceOwner;
@@ -173,6 +188,7 @@ SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   MemoryContextSwitchTo(cxt);
   PG_TRY();
   {
+    FreeJoinOrder();  // (restored when the subtransaction ends)
     plan = Prepare(sql, nparams, types);
     CachedPlan *cp = SPI_plan_get_cached_plan(plan);
     if (cp) ReleaseCachedPlan(cp, CurrentResourceOwner);
@@ -206,7 +222,7 @@ SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   return plan;
 }
 
-SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ran) {
+SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ran, bool *pushed) {
   KeptPlan **p = &kept_plans;
   int n = 0;
   for (; *p; p = &(*p)->next, n++) {
@@ -216,10 +232,12 @@ SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ra
       hit->next = kept_plans;
       kept_plans = hit;
       *ran = hit->ran;
+      *pushed = hit->pushed;
       return hit->plan;
     }
   }
   SPIPlanPtr plan = NULL;
+  bool in_place_runs = false;
   char *keep = MemoryContextStrdup(TopMemoryContext, sql);
   char *text = keep;
   size_t lead = strlen(ddx::pg::kInPlace);
@@ -230,6 +248,7 @@ SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ra
     plan = citus_in_place ? PlanInPlace(in_place, nparams, types) : NULL;
     if (plan) {
       text = in_place;
+      in_place_runs = true;
     } else {
       pfree(in_place);
       text = MemoryContextStrdup(TopMemoryContext, cut + strlen(ddx::pg::kGathered));
@@ -241,7 +260,9 @@ SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ra
   k->plan = plan;
   k->ran = text;
   k->in_place = citus_in_place;
+  k->pushed = in_place_runs;
   *ran = text;
+  *pushed = k->pushed;
   k->next = kept_plans;
   kept_plans = k;
   if (n + 1 > kMaxKeptPlans) {  // drop the least recently used
@@ -294,8 +315,10 @@ int ExecuteProgram(const char *sql, const ExecResult *p) {
   PG_TRY();
   {
     const char *text = sql;
-    SPIPlanPtr plan = KeptPlanFor(sql, p->nparams, p->types, &text);
+    bool pushed = false;
+    SPIPlanPtr plan = KeptPlanFor(sql, p->nparams, p->types, &text, &pushed);
     ran = text;
+    if (pushed) FreeJoinOrder();  // (for a replan; restored with the program's settings)
     rc = SPI_execute_plan(plan, p->values, p->nulls, true, 0);
   }
   PG_CATCH();
@@ -371,18 +394,8 @@ int ProgramSettings() {
 // program runs (PlanInPlace). With them on, as a user sets them for such a
 // forward, the embedding's gradient took 10.7 s in place against 1 s
 // gathered (bench/citus.py).
-//
-// Nor does it keep the program's joins in their written order
-// (join_collapse_limit = 1, ProgramSettings): Citus decides which joins
-// stay on the workers from the join clauses the planner finds between the
-// relations it joins (its restriction equivalence), and with the JOINs kept
-// nested it did not see the linear model's transpose join its per-sample
-// cotangents to the data on the distribution column. It pulled them to the
-// coordinator: 168 kB a step, against 352 bytes of partial sums.
 void CitusTaskSettings(const char *sql) {
   if (!citus_in_place || strncmp(sql, ddx::pg::kInPlace, strlen(ddx::pg::kInPlace)) != 0) return;
-  (void)set_config_option("join_collapse_limit", GetConfigOptionResetString("join_collapse_limit"), PGC_USERSET,
-                          PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
   if (GetConfigOption("citus.enable_repartition_joins", true, false))
     (void)set_config_option("citus.enable_repartition_joins", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
                             0, false);
