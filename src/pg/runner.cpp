@@ -159,27 +159,62 @@ SPIPlanPtr Prepare(const char *sql, int nparams, Oid *types) {
   return plan;
 }
 
-// The in-place program over Citus tables (kInPlace), prepared and planned
-// now, in a subtransaction: Citus plans a statement when it is first planned
-// and refuses (0A000, or XX000 for a join it would repartition) what it
-// cannot distribute, such as a join of two distributed tables on other
-// columns than their distribution columns. NULL, with the reason at DEBUG1,
-// where it refuses; any other error is raised. (Planning is all the subtransaction does: nothing runs in it.
-// Within SPI, as PL/pgSQL's exception blocks: AtEOSubXact_SPI cleans up.)
 // The in-place program does not keep its joins in their written order
 // (join_collapse_limit = 1, ProgramSettings): Citus decides which joins stay
 // on the workers from the join clauses the planner finds between the
 // relations it joins (its restriction equivalence), and with the JOINs kept
 // nested it did not see the linear model's transpose join its per-sample
 // cotangents to the data on the distribution column. It pulled them to the
-// coordinator: 168 kB a step, against 352 bytes of partial sums. (Only the
-// in-place program: the gathered one, where the runner falls back, keeps
-// the written order, without which the embedding's took 3.9 s, not 1.9.)
+// coordinator: 168 kB a step, against 352 bytes of partial sums.
 void FreeJoinOrder() {
   (void)set_config_option("join_collapse_limit", GetConfigOptionResetString("join_collapse_limit"), PGC_USERSET,
                           PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
+// A program over Citus tables in place runs much of itself on the workers,
+// as Citus's tasks, under the workers' settings, not the ones set here: with
+// JIT on, a worker compiled each task of a 60-sample MLP's gradient for 2.7 s
+// (12 s against 59 ms with jit = off). Citus sends a SET LOCAL of the
+// transaction to its workers where citus.propagate_set_commands = 'local':
+// the planner settings go with the program (restored here at the end of
+// the program's GUC level; on the workers they last to the end of the
+// transaction, like any SET LOCAL, and only price plans).
+//
+// Nor does the in-place program repartition: where its joins need it (an
+// embedding distributed by token joined to samples distributed by sample),
+// Citus refuses it at planning with repartition joins off, and the gathered
+// program runs (PlanInPlace). With them on, as a user sets them for such a
+// forward, the embedding's gradient took 10.7 s in place against 1 s
+// gathered (bench/citus.py).
+//
+// Only the in-place program: the gathered one, where the runner falls back,
+// runs as any statement does.
+void NoRepartition() {
+  if (GetConfigOption("citus.enable_repartition_joins", true, false))
+    (void)set_config_option("citus.enable_repartition_joins", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                            0, false);
+}
+void InPlaceSettings() {
+  NoRepartition();
+  FreeJoinOrder();
+  if (!GetConfigOption("citus.propagate_set_commands", true, false)) return;
+  (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+  const char *sets[] = {"SET LOCAL jit = off", "SET LOCAL enable_nestloop = off", "SET LOCAL enable_mergejoin = off",
+                        "SET LOCAL enable_sort = off"};
+  for (const char *s : sets)
+    if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
+}
+
+// The in-place program over Citus tables (kInPlace), prepared and planned
+// now, in a subtransaction: Citus plans a statement when it is first planned
+// and refuses (0A000, or XX000 for a join it would repartition) what it
+// cannot distribute, such as a join of two distributed tables on other
+// columns than their distribution columns. NULL, with the reason at DEBUG1,
+// where it refuses; any other error is raised. (Planning is all the
+// subtransaction does: nothing runs in it. Within SPI, as PL/pgSQL's
+// exception blocks: AtEOSubXact_SPI cleans up.) It is planned as it runs
+// (InPlaceSettings), without repartition joins and in a free join order.
 SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   MemoryContext cxt = CurrentMemoryContext;
   ResourceOwner owner = CurrentResourceOwner;
@@ -188,7 +223,8 @@ SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   MemoryContextSwitchTo(cxt);
   PG_TRY();
   {
-    FreeJoinOrder();  // (restored when the subtransaction ends)
+    NoRepartition();  // (both restored when the subtransaction ends)
+    FreeJoinOrder();
     plan = Prepare(sql, nparams, types);
     CachedPlan *cp = SPI_plan_get_cached_plan(plan);
     if (cp) ReleaseCachedPlan(cp, CurrentResourceOwner);
@@ -318,7 +354,7 @@ int ExecuteProgram(const char *sql, const ExecResult *p) {
     bool pushed = false;
     SPIPlanPtr plan = KeptPlanFor(sql, p->nparams, p->types, &text, &pushed);
     ran = text;
-    if (pushed) FreeJoinOrder();  // (for a replan; restored with the program's settings)
+    if (pushed) InPlaceSettings();  // (restored with the program's settings)
     rc = SPI_execute_plan(plan, p->values, p->nulls, true, 0);
   }
   PG_CATCH();
@@ -379,39 +415,9 @@ int ProgramSettings() {
   return nest;
 }
 
-// A program over Citus tables in place runs much of itself on the workers,
-// as Citus's tasks, under the workers' settings, not the ones set here: with
-// JIT on, a worker compiled each task of a 60-sample MLP's gradient for 2.7 s
-// (12 s against 59 ms with jit = off). Citus sends a SET LOCAL of the
-// transaction to its workers where citus.propagate_set_commands = 'local':
-// the planner settings go with the program (restored here at the end of
-// the program's GUC level; on the workers they last to the end of the
-// transaction, like any SET LOCAL, and only price plans).
-//
-// Nor does the in-place program repartition: where its joins need it (an
-// embedding distributed by token joined to samples distributed by sample),
-// Citus refuses it at planning with repartition joins off, and the gathered
-// program runs (PlanInPlace). With them on, as a user sets them for such a
-// forward, the embedding's gradient took 10.7 s in place against 1 s
-// gathered (bench/citus.py).
-void CitusTaskSettings(const char *sql) {
-  if (!citus_in_place || strncmp(sql, ddx::pg::kInPlace, strlen(ddx::pg::kInPlace)) != 0) return;
-  if (GetConfigOption("citus.enable_repartition_joins", true, false))
-    (void)set_config_option("citus.enable_repartition_joins", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                            0, false);
-  if (!GetConfigOption("citus.propagate_set_commands", true, false)) return;
-  (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
-  const char *sets[] = {"SET LOCAL jit = off", "SET LOCAL enable_nestloop = off", "SET LOCAL enable_mergejoin = off",
-                        "SET LOCAL enable_sort = off"};
-  for (const char *s : sets)
-    if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
-}
-
 void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
-  CitusTaskSettings(sql);
   int rc = ExecuteProgram(sql, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
