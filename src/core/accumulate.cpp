@@ -158,10 +158,10 @@ struct GroupingSets {
   // place moved 7.8 MB instead of 2.2); a step that each set's reader alone
   // reads is recomputed inside it, on the workers, where a shared one would
   // be a Citus subplan, gathered. Each recomputes the region.
-  std::vector<std::string> Steps(const std::string &name, const std::string &source, bool per_set) const {
+  std::vector<std::string> Steps(const std::string &name, const std::string &source) const {
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);
-    if (per_set) {
+    if (per_set_) {
       std::vector<std::string> steps;
       for (const auto &c : sets) {
         std::vector<std::string> sel{Mask(c) + " AS gs"}, by;
@@ -186,7 +186,7 @@ struct GroupingSets {
   std::string Set(const std::string &name, const std::vector<std::string> &c) const {
     return per_set_ ? name + "__" + Mask(c) : name;
   }
-  bool per_set_ = false;
+  bool per_set_ = false;  // in place on Citus: Steps writes one step per set
 };
 
 // How a deferred factor's grouped rows are found again: by the rids of its
@@ -308,7 +308,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   std::vector<DeferredPlan> plans;
   for (size_t i = 0; i < deferred.size(); i++) plans.push_back(PlanDeferred(reg, deferred[i], i, g, leaf_rid, value));
   g.per_set_ = citus_in_place;
-  for (auto &step : g.Steps(shared_name, source, citus_in_place)) s.ctes.push_back(std::move(step));
+  for (auto &step : g.Steps(shared_name, source)) s.ctes.push_back(std::move(step));
   size_t pos = 0;
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
@@ -319,8 +319,8 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
       cs.insert(col);
     }
     Contribute(reg.leaves[k],
-               "SELECT " + Join(sel, ", ") + " FROM " + g.Set(shared_name, g.sets[pos]) + " WHERE gs = " +
-                   g.Mask(g.sets[pos]) + " AND " + rk + " IS NOT NULL",
+               "SELECT " + Join(sel, ", ") + " FROM " + g.Set(shared_name, g.sets[pos]) +
+                   " WHERE gs = " + g.Mask(g.sets[pos]) + " AND " + rk + " IS NOT NULL",
                cs);
     pos++;
   }

@@ -55,19 +55,34 @@ std::vector<bool> AggregateActivity(const Rel &r, const Inputs &in) {
 // numbering depends on the order the groups come in (so its step is always
 // stored: graph.cpp). Rids are only ever compared for equality, with rids of
 // the same relation. No keys: the one row is 1.
-std::string KeysRid(const Pass &p, const Rel &r, const std::vector<std::string> &ksql) {
-  if (r.nkeys == 0) return "1::bigint";
+enum class RidForm { Constant, Key, Widened, Packed, Numbered };
+RidForm RidFormOf(const Pass &p, const Rel &r) {
+  if (r.nkeys == 0) return RidForm::Constant;
   auto small = [](const std::string &t) {
     return t == "integer" || t == "pg_catalog.int4" || t == "smallint" || t == "pg_catalog.int2";
   };
   auto big = [](const std::string &t) { return t == "bigint" || t == "pg_catalog.int8"; };
   auto notnull = [&](int k) { return p.notnull.at(r.inputs[0].get())[k]; };
   const std::string t0 = r.cols[0].sql;
-  if (r.nkeys == 1 && (small(t0) || big(t0)) && notnull(0)) return "(" + ksql[0] + ")";
-  if (r.nkeys == 1 && small(t0)) return "COALESCE(CAST(" + ksql[0] + " AS pg_catalog.int8), 4294967296)";
-  if (r.nkeys == 2 && small(t0) && small(r.cols[1].sql) && notnull(0) && notnull(1))
-    return "(CAST(" + ksql[0] + " AS pg_catalog.int8) * 4294967296 + (CAST(" + ksql[1] +
-           " AS pg_catalog.int8) + 2147483648))";
+  if (r.nkeys == 1 && (small(t0) || big(t0)) && notnull(0)) return RidForm::Key;
+  if (r.nkeys == 1 && small(t0)) return RidForm::Widened;
+  if (r.nkeys == 2 && small(t0) && small(r.cols[1].sql) && notnull(0) && notnull(1)) return RidForm::Packed;
+  return RidForm::Numbered;
+}
+std::string KeysRid(const Pass &p, const Rel &r, const std::vector<std::string> &ksql) {
+  switch (RidFormOf(p, r)) {
+    case RidForm::Constant:
+      return "1::bigint";
+    case RidForm::Key:
+      return "(" + ksql[0] + ")";
+    case RidForm::Widened:
+      return "COALESCE(CAST(" + ksql[0] + " AS pg_catalog.int8), 4294967296)";
+    case RidForm::Packed:
+      return "(CAST(" + ksql[0] + " AS pg_catalog.int8) * 4294967296 + (CAST(" + ksql[1] +
+             " AS pg_catalog.int8) + 2147483648))";
+    case RidForm::Numbered:
+      break;
+  }
   return "row_number() OVER ()";
 }
 
@@ -271,10 +286,7 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
 
 }  // namespace
 
-bool RidOfKeys(const Pass &p, const Rel &r) {
-  std::vector<std::string> ksql(static_cast<size_t>(r.nkeys), "k");
-  return KeysRid(p, r, ksql).rfind("row_number", 0) != 0;
-}
+bool RidOfKeys(const Pass &p, const Rel &r) { return RidFormOf(p, r) != RidForm::Numbered; }
 
 extern const OpRule kAggregateOp;
 const OpRule kAggregateOp{
