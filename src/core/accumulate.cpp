@@ -21,18 +21,25 @@ bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
   std::set<int> cols;
   for (const auto &c : cs) cols.insert(c.cols.begin(), c.cols.end());
   std::string sql;
+  // The rid's keys (RidKeys) where every contribution has them.
+  bool with_keys = true;
+  for (const auto &c : cs) with_keys = with_keys && c.keyed;
+  if (with_keys) keyed.insert(r);
   if (cs.size() == 1) {
     sql = cs[0].sql;
     if (cs[0].carries) carried.insert(r);
   } else {
-    std::vector<std::string> parts, sums;
+    std::vector<std::string> parts, sums, by{"z.rid"};
+    for (size_t i = 0; with_keys && i < RidKeys(*this, r).size(); i++) by.push_back("z.rk" + std::to_string(i));
     for (const auto &c : cs) {
       std::vector<std::string> sel{"q.rid"};
+      for (size_t i = 1; i < by.size(); i++) sel.push_back("q" + by[i].substr(1));
       for (int j : cols) sel.push_back((c.cols.count(j) ? "q." + D(j) : "NULL::float8") + " AS " + D(j));
       parts.push_back("SELECT " + Join(sel, ", ") + " FROM (" + c.sql + ") q");
     }
     for (int j : cols) sums.push_back("sum(z." + D(j) + ") AS " + D(j));
-    sql = "SELECT z.rid, " + Join(sums, ", ") + " FROM (" + Join(parts, " UNION ALL ") + ") z GROUP BY z.rid";
+    sql = "SELECT " + Join(by, ", ") + ", " + Join(sums, ", ") + " FROM (" + Join(parts, " UNION ALL ") +
+          ") z GROUP BY " + Join(by, ", ");
   }
   ctes.push_back(B(r) + " AS MATERIALIZED (" + sql + ")");
   bcols[r] = cols;
@@ -51,9 +58,9 @@ bool Pass::AnyActive(const Rel *r) const {
   return false;
 }
 
-void Pass::Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries) {
+void Pass::Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries, bool keyed) {
   if (cols.empty() || !AnyActive(to)) return;
-  contribs[to].push_back({std::move(sql), std::move(cols), carries});
+  contribs[to].push_back({std::move(sql), std::move(cols), carries, keyed});
 }
 
 // An aggregate whose cotangent may carry its saved columns c<j> beside
@@ -78,22 +85,42 @@ using LeafRid = std::function<std::string(int k)>;
 
 std::string T(int k, int col) { return "t" + std::to_string(k) + "_" + std::to_string(col); }
 
+// Leaf k's rid keys (RidKeys) as the rows have them, or none.
+std::vector<std::string> KeysOf(const Pass &p, const Region &reg, int k, const LeafKeys &leaf_keys) {
+  if (!leaf_keys || RidKeys(p, reg.leaves[k]).empty()) return {};
+  std::vector<std::string> v = leaf_keys(k);
+  return v.size() == RidKeys(p, reg.leaves[k]).size() ? v : std::vector<std::string>{};
+}
+// Each value beside its name, prefix<i>.
+std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::string> &v, const std::string &prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < v.size(); i++) out.push_back({v[i], prefix + std::to_string(i)});
+  return out;
+}
+
 // Several leaves, `once` the only root: the source's rows stored as they
 // are, that leaf's terms read from them, the others' summed by their rids
 // (GROUPING SETS would also hash a set of as many groups as rows:
 // attention's softmax backward, 33k rows into 33k groups beside 256 for z;
 // program 957 -> 904 ms interleaved).
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
-              const LeafRid &leaf_rid, const std::string &shared_name, int once) {
+              const LeafRid &leaf_rid, const std::string &shared_name, int once, const LeafKeys &leaf_keys) {
   std::vector<std::string> cols;
   for (const auto &[k, terms_k] : per_leaf) {
     cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
+    for (const auto &kv : Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_"))
+      cols.push_back(kv.first + " AS " + kv.second);
     for (const auto &[col, sum] : terms_k) cols.push_back(sum + " AS " + T(k, col));
   }
   s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
-    std::vector<std::string> sel{rk + " AS rid"};
+    std::vector<std::string> sel{rk + " AS rid"}, by{rk};
+    auto keys = Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_");
+    for (size_t i = 0; i < keys.size(); i++) {
+      sel.push_back(keys[i].second + " AS rk" + std::to_string(i));
+      by.push_back(keys[i].second);
+    }
     std::set<int> cs;
     for (const auto &[col, sum] : terms_k) {
       sel.push_back((k == once ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
@@ -101,18 +128,24 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
     }
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
-                     (k == once ? "" : " GROUP BY " + rk),
-                 cs);
+                     (k == once ? "" : " GROUP BY " + Join(by, ", ")),
+                 cs, false, !keys.empty());
   }
 }
 
 // One leaf: its terms summed by its rid (not summed when it is the only
 // root), its saved columns carried where its cotangent may carry them.
 void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLeaf &per_leaf, const LeafRid &leaf_rid,
-             int once, const Resolver &value) {
+             int once, const Resolver &value, const LeafKeys &leaf_keys) {
   for (const auto &[k, cols] : per_leaf) {
     bool single = k == once;
     std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
+    auto keys = Named(KeysOf(p, reg, k, leaf_keys), "rk");
+    for (const auto &kv : keys) {
+      inner.push_back(kv.first + " AS " + kv.second);
+      outer.push_back("q." + kv.second);
+    }
+    std::vector<std::string> by(outer);
     std::set<int> cs;
     for (const auto &[col, sum] : cols) {
       inner.push_back(sum + " AS " + D(col));
@@ -126,8 +159,8 @@ void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLea
     }
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-                     ") q WHERE q.rid IS NOT NULL" + (single ? "" : " GROUP BY q.rid"),
-                 cs, carry);
+                     ") q WHERE q.rid IS NOT NULL" + (single ? "" : " GROUP BY " + Join(by, ", ")),
+                 cs, carry, !keys.empty());
   }
 }
 
@@ -198,20 +231,26 @@ struct GroupingSets {
 struct DeferredPlan {
   std::set<int> roots;
   bool rejoin;
+  std::map<int, std::vector<std::pair<std::string, std::string>>> keys;  // a root leaf's rid keys (RidKeys), named
 };
 
 // Deferred factor i's grouping set: its keys (and a marker g<i> where
 // another set has the same rids, a leaf's own set), the columns it carries,
 // its adjoint u<i>.
-DeferredPlan PlanDeferred(const Region &reg, const Deferred &d, size_t i, GroupingSets &g, const LeafRid &leaf_rid,
-                          const Resolver &value) {
+DeferredPlan PlanDeferred(const Pass &p, const Region &reg, const Deferred &d, size_t i, GroupingSets &g,
+                          const LeafRid &leaf_rid, const Resolver &value, const LeafKeys &leaf_keys) {
   std::string is = std::to_string(i);
-  DeferredPlan plan{Roots(reg, d.leaves), !reg.outer};
+  DeferredPlan plan{Roots(reg, d.leaves), !reg.outer, {}};
   for (const auto &c : reg.conds)
     if (HasSublink(c)) plan.rejoin = false;
   std::vector<std::string> cols;
   for (int side : d.leaves)
-    if (plan.roots.count(side)) cols.push_back("r" + std::to_string(side - kLeafSide));
+    if (plan.roots.count(side)) {
+      int k = side - kLeafSide;
+      cols.push_back("r" + std::to_string(k));
+      plan.keys[k] = Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_");
+      for (const auto &kv : plan.keys[k]) cols.push_back(kv.second);
+    }
   if (std::find(g.sets.begin(), g.sets.end(), cols) != g.sets.end()) {
     cols.insert(cols.begin(), "g" + is);
     g.Key("1", "g" + is);
@@ -220,6 +259,7 @@ DeferredPlan PlanDeferred(const Region &reg, const Deferred &d, size_t i, Groupi
     int k = side - kLeafSide;
     if (plan.roots.count(side)) {
       g.Key(leaf_rid(k), "r" + std::to_string(k));
+      for (const auto &kv : plan.keys[k]) g.Key(kv.first, kv.second);
     } else if (!plan.rejoin) {
       std::string sn = "s" + std::to_string(k) + "_" + is;
       g.inner.push_back(leaf_rid(k) + " AS " + sn);
@@ -252,9 +292,12 @@ std::string DeferredStage(const Pass &p, const Region &reg, const Deferred &d, s
     int k = side - kLeafSide;
     std::string ks = std::to_string(k);
     from.push_back(p.LeafFrom(reg.leaves[k], reg.Alias(k)));
-    if (plan.roots.count(side))
+    if (plan.roots.count(side)) {
       where.push_back(p.LeafCol(reg, side, -1) + " = n.r" + ks);
-    else
+      auto js = RidKeys(p, reg.leaves[k]);
+      for (size_t j = 0; plan.keys.count(k) && j < plan.keys.at(k).size(); j++)
+        where.push_back(p.LeafCol(reg, side, js[j]) + " = n." + plan.keys.at(k)[j].second);
+    } else
       cols.push_back(p.LeafCol(reg, side, -1) + " AS s" + ks + "_" + is);
   }
   std::set<std::pair<int, int>> used;
@@ -278,7 +321,8 @@ std::string DeferredStage(const Pass &p, const Region &reg, const Deferred &d, s
 // leaves (and whatever the caller joined), terms are per leaf column.
 void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
                               const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
-                              const std::vector<Deferred> &deferred, const Resolver &value, std::set<int> roots) {
+                              const std::vector<Deferred> &deferred, const Resolver &value, std::set<int> roots,
+                              const LeafKeys &leaf_keys) {
   PerLeaf per_leaf;
   for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
   // A leaf that is the only root of the source's rows (`roots`: by default
@@ -289,8 +333,9 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   if (roots.empty()) roots = Roots(reg, Sides(reg));
   int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
   if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
-    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once);
-  if (per_leaf.size() < 2 && deferred.empty()) return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, value);
+    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, leaf_keys);
+  if (per_leaf.size() < 2 && deferred.empty())
+    return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, value, leaf_keys);
   // Several leaves: one pass over the region, summed by each leaf's rid at
   // once with GROUPING SETS, instead of recomputing the region per leaf.
   // A deferred factor's set groups by the rids of its leaves and the leaf
@@ -299,20 +344,27 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
     g.Key(leaf_rid(k), rk);
-    g.sets.push_back({rk});
+    std::vector<std::string> set{rk};
+    for (const auto &kv : Named(KeysOf(*this, reg, k, leaf_keys), "rk" + std::to_string(k) + "_")) {
+      g.Key(kv.first, kv.second);
+      set.push_back(kv.second);
+    }
+    g.sets.push_back(set);
     for (const auto &[col, sum] : cols) {
       g.inner.push_back(sum + " AS " + T(k, col));
       g.outer.push_back("sum(q." + T(k, col) + ") AS " + T(k, col));
     }
   }
   std::vector<DeferredPlan> plans;
-  for (size_t i = 0; i < deferred.size(); i++) plans.push_back(PlanDeferred(reg, deferred[i], i, g, leaf_rid, value));
+  for (size_t i = 0; i < deferred.size(); i++)
+    plans.push_back(PlanDeferred(*this, reg, deferred[i], i, g, leaf_rid, value, leaf_keys));
   g.per_set_ = citus_in_place;
   for (auto &step : g.Steps(shared_name, source)) s.ctes.push_back(std::move(step));
   size_t pos = 0;
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
     std::vector<std::string> sel{rk + " AS rid"};
+    for (size_t i = 1; i < g.sets[pos].size(); i++) sel.push_back(g.sets[pos][i] + " AS rk" + std::to_string(i - 1));
     std::set<int> cs;
     for (const auto &[col, sum] : cols) {
       sel.push_back(T(k, col) + " AS " + D(col));
@@ -321,7 +373,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     Contribute(reg.leaves[k],
                "SELECT " + Join(sel, ", ") + " FROM " + g.Set(shared_name, g.sets[pos]) +
                    " WHERE gs = " + g.Mask(g.sets[pos]) + " AND " + rk + " IS NOT NULL",
-               cs);
+               cs, false, g.sets[pos].size() > 1);
     pos++;
   }
   // Each deferred factor, differentiated at its own grain.
@@ -343,8 +395,14 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     Lets lets(*this, "n", grouped);
     Terms t;
     Backprop(d.expr, "n.u" + is, lets, LeafActivity(reg), t);
+    LeafKeys keys = [&plan = plans[i]](int k) {
+      std::vector<std::string> v;
+      if (plan.keys.count(k))
+        for (const auto &kv : plan.keys.at(k)) v.push_back("n." + kv.second);
+      return v;
+    };
     // (the stage has one row per rid of its roots)
-    ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt);
+    ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt, keys);
   }
 }
 

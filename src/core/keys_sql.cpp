@@ -57,7 +57,16 @@ std::string Pass::Groups(const Rel *r) const {
     if (FormOf(r, k) == KeyForm::One || FormOf(r, k) == KeyForm::Pair)
       for (const auto &c : KeyCols(r, k, "a." + C(k), "h" + std::to_string(k))) ab.push_back(c);
   if (with_saved) return "(SELECT " + Join(ab, ", ") + " FROM " + B(r) + " a" + Fence() + ") a";
-  return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid" + Fence() + ") a";
+  return "(SELECT " + Join(ab, ", ") + " FROM " + F(r) + " a JOIN " + B(r) + " b ON b.rid = a.rid" +
+         KeysEq(r, "b", "a") + Fence() + ") a";
+}
+
+std::string Pass::KeysEq(const Rel *r, const std::string &b, const std::string &a) const {
+  if (!keyed.count(r)) return "";
+  std::string eq;
+  std::vector<int> js = RidKeys(*this, r);
+  for (size_t i = 0; i < js.size(); i++) eq += " AND " + b + ".rk" + std::to_string(i) + " = " + a + "." + C(js[i]);
+  return eq;
 }
 
 // Group key k of aggregate r matched NULL-safely by a hash join: each side

@@ -143,6 +143,7 @@ struct Contrib {
   std::string sql;
   std::set<int> cols;
   bool carries = false;  // its rows also have the relation's saved columns c<j> (see Carries)
+  bool keyed = false;    // its rows also have the rid's keys rk<i> (see RidKeys)
 };
 
 std::string SumTerms(const std::vector<std::string> &terms);
@@ -162,6 +163,19 @@ class Lets;
 struct Pass;
 // Whether aggregate r's rid is a function of its group keys (ops/aggregate.cpp).
 bool RidOfKeys(const Pass &p, const Rel &r);
+// The group keys (columns c<j>) that go with relation r's rid wherever its
+// rows are matched on it, or none: in place on Citus, a recomputed
+// aggregate whose rid packs two keys (ops/aggregate.cpp). Citus sees a join
+// on a packed rid as a join on an expression, and a GROUP BY of it as a
+// grouping by something other than the distribution column, and plans both
+// on the coordinator; with the keys beside it, matched and grouped too
+// (they are functions of the rid: nothing changes but the plan), the
+// distribution column is among them and the step stays on the workers.
+std::vector<int> RidKeys(const Pass &p, const Rel *r);
+// The SQL of those keys' values for leaf k of a region's rows, or none
+// where the rows do not have them (its contributions then match on rid
+// alone: right, but planned by Citus on the coordinator).
+using LeafKeys = std::function<std::vector<std::string>(int k)>;
 
 struct Pass {
   // The analysis (graph.cpp). With tangents, for forward mode (jvp): their
@@ -200,6 +214,7 @@ struct Pass {
   // backward (accumulate.cpp)
   std::map<const Rel *, std::vector<Contrib>> contribs;
   std::set<const Rel *> carried;               // cotangents with their saved columns (Carries)
+  std::set<const Rel *> keyed;                 // cotangents with their rid's keys rk<i> (RidKeys)
   std::map<const Rel *, std::set<int>> bcols;  // the columns each cotangent b<id> has
 
   std::string F(const Rel *r) const { return "f" + std::to_string(id.at(r)); }
@@ -238,12 +253,15 @@ struct Pass {
 
   // cotangents (accumulate.cpp)
   bool AnyActive(const Rel *r) const;
-  void Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries = false);
+  void Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries = false, bool keyed = false);
   bool MakeCotangent(const Rel *r, std::vector<std::string> &ctes);
   void ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
                           const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
                           const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr,
-                          std::set<int> roots = {});
+                          std::set<int> roots = {}, const LeafKeys &leaf_keys = nullptr);
+  // "b.rk<i> = a.c<j>" for RidKeys(r): matching r's saved rows `a` and its
+  // cotangent `b` beside their rids (see RidKeys), or "".
+  std::string KeysEq(const Rel *r, const std::string &b, const std::string &a) const;
 
  private:
   Item CompileItem(const Rel *r, bool through, Region &reg) const;

@@ -204,6 +204,18 @@ void InPlaceSettings() {
                         "SET LOCAL enable_sort = off"};
   for (const char *s : sets)
     if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
+  // The workers' tasks are the program's grouped sums of products: they
+  // plan them with the contraction node as the coordinator would (its
+  // ddx.contraction; ddx.in_program for `programs`). Where a worker has not
+  // loaded ddx, the two are placeholders there and change nothing. The MLP's
+  // gradient in place (bench/citus.py): see the README.
+  // (Saved first at the program's GUC level, as ddx.in_program is, so that
+  // the SET LOCAL ends with the program here.)
+  std::string mode = GetConfigOption("ddx.contraction", false, false);
+  (void)set_config_option("ddx.contraction", mode.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  std::string contraction = "SET LOCAL ddx.contraction = '" + mode + "'";
+  for (const char *s : {contraction.c_str(), "SET LOCAL ddx.in_program = on"})
+    if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
 }
 
 // The in-place program over Citus tables (kInPlace), prepared and planned

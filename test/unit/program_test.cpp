@@ -477,6 +477,38 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
       << p.sql;
 }
 
+// In place on Citus, a per-sample aggregate whose rid packs two keys (the
+// MLP's hidden layer, by sample and unit) is matched to its cotangent and
+// grouped with the keys beside the rid, so that Citus sees the distribution
+// column in both: its cotangent carries them (rk0, rk1), every contribution
+// groups by them, the deferred rows rejoin on them. Not in the gathered
+// program, nor on one server.
+TEST(Program, PackedRidsCarryTheirKeysInPlace) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+  x->notnull = {true, true, false};
+  RelP w1 = Scan("public.w1", {"f", "j", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  w1->notnull = {true, true, false};
+  RelP xw = Join(x, w1, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP h = Aggregate(Project(xw, {Col(0, kI4), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
+                     {kI4, kI4, kF8});
+  RelP w2 = Scan("public.w2", {"j", "val"}, {kI4, kF8}, {-1, 1});
+  RelP hw = Join(Project(h, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
+                 Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP loss = SumOfSquares(SumBy(hw, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  MarkCitus(loss);
+  Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(in.sql), "") << in.sql;
+  EXPECT_NE(in.sql.find("4294967296 + (CAST("), std::string::npos) << in.sql;  // (the packed rid)
+  EXPECT_NE(in.sql.find("GROUP BY q.r0, q.rk0_0, q.rk0_1"), std::string::npos) << in.sql;
+  EXPECT_NE(in.sql.find("AND a0.c0 = n.rk0_0 AND a0.c1 = n.rk0_1"), std::string::npos) << in.sql;
+  EXPECT_NE(in.sql.find("n.rk0_0 AS rk0, n.rk0_1 AS rk1"), std::string::npos) << in.sql;
+  EXPECT_NE(in.sql.find("ON b.rid = a.rid AND b.rk0 = a.c0 AND b.rk1 = a.c1"), std::string::npos) << in.sql;
+  for (const Program &p : {BuildGradientProgram(loss), Build(loss)}) {
+    EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+    EXPECT_EQ(p.sql.find("rk0"), std::string::npos) << p.sql;
+  }
+}
+
 // An aggregate's backward pairs rows with their group by the group keys:
 // NULL-safely in general, by plain equality where the key cannot be NULL
 // (a NOT NULL column, or one a join compared with a strict operator).
@@ -526,8 +558,9 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   p = BuildGradientProgram(loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING"), std::string::npos) << p.sql;
-  for (const char *set : {"__3 AS NOT MATERIALIZED (SELECT 3 AS gs, q.r0, ", "__5 AS NOT MATERIALIZED (SELECT 5 AS gs, q.r1, ",
-                          "__2 AS NOT MATERIALIZED (SELECT 2 AS gs, q.g0, q.r0, "})
+  for (const char *set :
+       {"__3 AS NOT MATERIALIZED (SELECT 3 AS gs, q.r0, ", "__5 AS NOT MATERIALIZED (SELECT 5 AS gs, q.r1, ",
+        "__2 AS NOT MATERIALIZED (SELECT 2 AS gs, q.g0, q.r0, "})
     EXPECT_NE(p.sql.find(set), std::string::npos) << set << "\n" << p.sql;
 }
 

@@ -196,6 +196,9 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   if (to.size() == 1 && deferred.empty() && Carries(reg.leaves[*to.begin() - kLeafSide]))
     for (size_t j = 0; j < reg.leaves[*to.begin() - kLeafSide]->cols.size(); j++)
       used.insert({*to.begin(), static_cast<int>(j)});
+  // The keys that go with a leaf's rid (RidKeys), among the rows' columns.
+  for (size_t k = 0; k < reg.leaves.size(); k++)
+    for (int j : RidKeys(p, reg.leaves[k])) used.insert({kLeafSide + static_cast<int>(k), j});
   Resolver at = below.empty() ? inside : p.Above(reg, below);
   std::vector<std::string> sel;
   for (size_t k = 0; k < reg.leaves.size(); k++)
@@ -222,7 +225,12 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   }
   p.ContributeToLeaves(
       s, reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; }, "m" + std::to_string(p.id.at(r)),
-      deferred, res);
+      deferred, res, {},
+      [&](int k) {
+        std::vector<std::string> v;
+        for (int j : RidKeys(p, reg.leaves[k])) v.push_back(res(kLeafSide + k, j));
+        return v;
+      });
 }
 
 // Forward mode: sum and avg of the tangents (over the rows whose argument
@@ -287,6 +295,12 @@ std::string AggregateTangent(const Pass &p, const Rel &rel) {
 }  // namespace
 
 bool RidOfKeys(const Pass &p, const Rel &r) { return RidFormOf(p, r) != RidForm::Numbered; }
+
+std::vector<int> RidKeys(const Pass &p, const Rel *r) {
+  if (!p.citus_in_place || !p.recomputed.count(r) || r->kind != RelKind::Aggregate) return {};
+  if (RidFormOf(p, *r) != RidForm::Packed) return {};
+  return {0, 1};
+}
 
 extern const OpRule kAggregateOp;
 const OpRule kAggregateOp{
