@@ -214,9 +214,13 @@ def check_pushdown(cur):
     # What must cross: each shard's partial sums per parameter row (w1's 12
     # rows from 32 shards, some 9 kB), and the parameters broadcast.
     cap = "SET citus.max_intermediate_result_size = '16kB'"
-    for name, model, table, key in (("linear", LINEAR, "w2", "t.j"), ("MLP", MLP, "w2", "t.j"),
-                                    ("MLP", MLP, "w1", "t.f, t.j")):
-        sql = model.format(**q) + f" SELECT {key}, grad('loss', t.val) FROM {q[table]} t"
+    # (both layers in one statement: the output's cotangent, which both
+    # layers' steps read, is recomputed by each, not gathered)
+    for name, model, tables in (("linear", LINEAR, [("w2", "t.j")]), ("MLP", MLP, [("w2", "t.j")]),
+                                ("MLP", MLP, [("w1", "t.f, t.j")]), ("MLP", MLP, [("w1", "t.f, t.j"), ("w2", "0, t.j")])):
+        table = "+".join(t for t, _ in tables)
+        sql = model.format(**q) + " " + " UNION ALL ".join(
+            f"SELECT '{t}', {key}, grad('loss', t.val) FROM {q[t]} t" for t, key in tables)
         c = connect()
         k = c.cursor()
         k.execute(cap)
@@ -224,7 +228,8 @@ def check_pushdown(cur):
             k.execute("SET ddx.citus_in_place = on")
             k.execute(sql)
             got = {tuple(r[:-1]): r[-1] for r in k.fetchall()}
-            err = rel_err(got, grads(cur, model, qp, table, key))
+            want = {(t,) + key: g for t, kc in tables for key, g in grads(cur, model, qp, t, kc).items()}
+            err = rel_err(got, want)
             ran = in_place(sql, cap)
             report(f"{name} grad of {table}.val in place within a 16 kB cap on intermediate results (2,000 samples), "
                    "equal to plain tables", ran and err < 1e-10, f"in place {ran}, error {err}")

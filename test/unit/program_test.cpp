@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 #include "ddx/core/program.h"
@@ -503,6 +504,16 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
   EXPECT_NE(in.sql.find("AND a0.c0 = n.rk0_0 AND a0.c1 = n.rk0_1"), std::string::npos) << in.sql;
   EXPECT_NE(in.sql.find("n.rk0_0 AS rk0, n.rk0_1 AS rk1"), std::string::npos) << in.sql;
   EXPECT_NE(in.sql.find("ON b.rid = a.rid AND b.rk0 = a.c0 AND b.rk1 = a.c1"), std::string::npos) << in.sql;
+  // (a recomputed step's cotangent is recomputed too, however many read it)
+  int recomputed = 0;
+  const std::regex step("\\nf([0-9]+) AS NOT MATERIALIZED");
+  for (std::sregex_iterator m(in.sql.begin(), in.sql.end(), step), end; m != end; ++m, ++recomputed) {
+    std::string b = "\nb" + (*m)[1].str() + " AS ";
+    size_t at = in.sql.find(b);
+    EXPECT_NE(at, std::string::npos) << b;
+    EXPECT_EQ(in.sql.compare(at + b.size(), 17, "NOT MATERIALIZED "), 0) << in.sql.substr(at, 80);
+  }
+  EXPECT_EQ(recomputed, 2) << in.sql;  // the hidden layer and the output
   for (const Program &p : {BuildGradientProgram(loss), Build(loss)}) {
     EXPECT_EQ(ParseError(p.sql), "") << p.sql;
     EXPECT_EQ(p.sql.find("rk0"), std::string::npos) << p.sql;
