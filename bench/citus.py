@@ -8,11 +8,14 @@
 --in-place sets ddx.citus_in_place (the programs' data read in place).
 
 For the linear model and the 2-layer MLP over S samples: the forward loss
-query under its best plan (default, or nested loops off), one parameter
+query under its best plan (default, nested loops off, or the contraction
+node: ddx.contraction = 'all', on the workers too), one parameter
 table's gradient, the statement with every parameter's gradient, and one
 AdamW step, in plain tables of the
 coordinator and with the data distributed by sample (co-located) and the
-parameters in reference tables; and a bag of token embeddings, the
+parameters in reference tables; the matmul of bench/contraction.py (its
+10,000 x 16 data by row, its 16 x 8 weights a reference table); and a bag
+of token embeddings, the
 embedding distributed by token, its readout a reference table. Medians of interleaved runs, ms; then the
 bytes of intermediate results the gradient program moved on Citus (EXPLAIN
 ANALYZE's "Intermediate Data Size", summed over its distributed subplans).
@@ -35,6 +38,7 @@ ap.add_argument("--in-place", action="store_true")
 args = ap.parse_args()
 REPEATS, WORKERS, IN_PLACE = args.repeats, args.workers, args.in_place
 S, F, H = 4096, 16, 16
+MI, MK, MJ = 10000, 16, 8  # the matmul's shape
 
 MODELS = {
     "linear": ("""WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM x{k} x JOIN w{k} w ON w.f = x.f GROUP BY x.s),
@@ -43,6 +47,11 @@ MODELS = {
                 GROUP BY x.s, w1.j),
       z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN w2{k} w2 ON w2.j = h.j GROUP BY h.s),
       loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN y{k} y ON y.s = z.s)""", ["w1", "w2"]),
+    # the matmul of bench/contraction.py: 10,000 x 16 data by sample, 16 x 8
+    # weights a reference table
+    "matmul": ("""WITH z AS (SELECT x.i AS s, w.j, sum(x.val * w.val) AS z FROM mx{k} x JOIN mw{k} w ON x.j = w.i
+                GROUP BY x.i, w.j),
+      loss AS (SELECT sum(power(tanh(z.z), 2)) AS l FROM z)""", ["mw"]),
     # a bag of token embeddings (emb distributed by token on Citus) read out
     # by r (a reference table)
     "embed": ("""WITH h AS (SELECT t.s, e.d, sum(e.val) AS h FROM tok{k} t JOIN emb{k} e ON e.tok = t.tok GROUP BY t.s, e.d),
@@ -72,11 +81,16 @@ def setup(cur):
           INSERT INTO tok{k} SELECT s, (s * 37 + i * 101) % {V} FROM generate_series(1, {S}) s, generate_series(1, {T}) i;
           INSERT INTO emb{k} SELECT t, d, 0.2 * sin(t * 3 + d) FROM generate_series(0, {V - 1}) t, generate_series(1, {D}) d;
           INSERT INTO r{k} SELECT d, 0.5 * cos(d) FROM generate_series(1, {D}) d;
-          ANALYZE x{k}, y{k}, w{k}, w1{k}, w2{k}, tok{k}, emb{k}, r{k};""")
+          DROP TABLE IF EXISTS mx{k}, mw{k} CASCADE;
+          CREATE TABLE mx{k} (i int, j int, val float8); CREATE TABLE mw{k} (i int, j int, val float8, PRIMARY KEY (i, j));
+          INSERT INTO mx{k} SELECT i, j, sin(i * 3 + j * 7) FROM generate_series(1, {MI}) i, generate_series(1, {MK}) j;
+          INSERT INTO mw{k} SELECT i, j, 0.3 * cos(i * 5 + j) FROM generate_series(1, {MK}) i, generate_series(1, {MJ}) j;
+          ANALYZE x{k}, y{k}, w{k}, w1{k}, w2{k}, tok{k}, emb{k}, r{k}, mx{k}, mw{k};""")
     cur.execute("""SELECT create_distributed_table('x_c', 's'); SELECT create_distributed_table('y_c', 's', colocate_with => 'x_c');
       SELECT create_reference_table('w_c'); SELECT create_reference_table('w1_c'); SELECT create_reference_table('w2_c');
       SELECT create_distributed_table('tok_c', 's', colocate_with => 'x_c'); SELECT create_distributed_table('emb_c', 'tok');
-      SELECT create_reference_table('r_c')""")
+      SELECT create_reference_table('r_c');
+      SELECT create_distributed_table('mx_c', 'i', colocate_with => 'x_c'); SELECT create_reference_table('mw_c')""")
     # (the embedding's forward joins tokens by sample to vectors by token:
     # Citus runs it only by repartitioning)
     cur.execute("SET citus.enable_repartition_joins = on")
@@ -121,6 +135,27 @@ def intermediate_bytes(cur, grad_sql):
     return out
 
 
+class WithNode:
+    """A cursor whose statements run with ddx.contraction = 'all', on the
+    workers too (a SET LOCAL that Citus sends with its tasks): the forward
+    with the contraction node, a plan its user can always have."""
+
+    def __init__(self, cur):
+        self.cur, self.rows = cur, None
+
+    def execute(self, q):
+        # (each statement a query of its own: Citus sends a propagated SET's
+        # whole query string to the workers, a forward that follows included)
+        for sql in ("BEGIN", "SET LOCAL citus.propagate_set_commands = 'local'", "SET LOCAL ddx.contraction = 'all'"):
+            self.cur.execute(sql)
+        self.cur.execute(q)
+        self.rows = self.cur.fetchall()
+        self.cur.execute("COMMIT")
+
+    def fetchall(self):
+        return self.rows
+
+
 def main():
     conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "citus"))
     conn.autocommit = True
@@ -153,13 +188,14 @@ def main():
                           (fwd, [p + k + ".val" for p in params], "bench_" + name + k)))
             one = f"{c} SELECT '{params[-1]}', grad('loss', t.val) FROM {params[-1]}{k} t"
             runs += [(cur, "RESET enable_nestloop; " + fwd), (cur, "SET enable_nestloop = off; " + fwd),
+                     (WithNode(cur), fwd),
                      (cur, "RESET enable_nestloop; " + grad), (cur, "RESET enable_nestloop; " + step),
                      (cur, "RESET enable_nestloop; " + one)]
             rows[k] = grad
         t = interleaved(runs, REPEATS)
         for i, k in enumerate(("_p", "_c")):
-            d, nl, g, st, g1 = t[5 * i: 5 * i + 5]
-            fwd = min(d, nl)
+            d, nl, node, g, st, g1 = t[6 * i: 6 * i + 6]
+            fwd = min(d, nl, node)
             label = "plain" if k == "_p" else "Citus"
             print(f"{name:<8} {label:<7} {fwd:8.0f} {g1:8.0f} {g1 / fwd:8.2f}x {g:8.0f} {g / fwd:8.2f}x {st:8.0f} "
                   f"{st / fwd:8.2f}x", flush=True)
