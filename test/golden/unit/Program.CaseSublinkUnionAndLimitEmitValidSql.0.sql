@@ -8,7 +8,7 @@ f8 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(a0.c0) AS c0, max(a0.c0) AS c1 
 f9 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a0.rid AS l0, a0.c0 AS x0_0, a0.c1 AS x0_1, (a0.c0 + a0.c1) AS c0 FROM f8 a0),
 b9 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f9 WHERE c0 IS NOT NULL),
 b8 AS NOT MATERIALIZED (SELECT q.rid, q.d0 AS d0, q.d1 AS d1 FROM (SELECT f.l0 AS rid, (COALESCE(b.d0, 0::float8)) AS d0, (COALESCE(b.d0, 0::float8)) AS d1 FROM f9 f JOIN b9 b ON b.rid = f.rid) q WHERE q.rid IS NOT NULL),
-b7 AS NOT MATERIALIZED (SELECT q.rid, q.d0 AS d0 FROM (SELECT r.a0_rid AS rid, (COALESCE((CASE WHEN (r.a0_c0) IS NULL THEN NULL ELSE a.bd0 END), 0::float8) + COALESCE((CASE WHEN (r.a0_c0) = a.c1 THEN a.bd1 / count(*) FILTER (WHERE (r.a0_c0) = a.c1) OVER (PARTITION BY a.rid) END), 0::float8)) AS d0 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0 FROM f7 a0 OFFSET 0) r CROSS JOIN (SELECT a.*, b.d0 AS bd0, b.d1 AS bd1 FROM f8 a JOIN b8 b ON b.rid = a.rid OFFSET 0) a) q WHERE q.rid IS NOT NULL),
+b7 AS NOT MATERIALIZED (SELECT q.rid, q.d0 AS d0 FROM (SELECT r.a0_rid AS rid, (COALESCE((CASE WHEN r.a0_c0 IS NULL THEN NULL ELSE a.bd0 END), 0::float8) + COALESCE((CASE WHEN (r.a0_c0) = a.c1 THEN a.bd1 / count(*) FILTER (WHERE (r.a0_c0) = a.c1) OVER (PARTITION BY a.rid) END), 0::float8)) AS d0 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0 FROM f7 a0 OFFSET 0) r CROSS JOIN (SELECT a.*, b.d0 AS bd0, b.d1 AS bd1 FROM f8 a JOIN b8 b ON b.rid = a.rid OFFSET 0) a) q WHERE q.rid IS NOT NULL),
 b6 AS MATERIALIZED (SELECT * FROM b7),
 b5 AS NOT MATERIALIZED (SELECT u.srid AS rid, b.d0 FROM b6 b JOIN f6 u ON u.rid = b.rid WHERE u.br = 1),
 b4 AS NOT MATERIALIZED (SELECT u.srid AS rid, b.d0 FROM b6 b JOIN f6 u ON u.rid = b.rid WHERE u.br = 0),
