@@ -29,11 +29,13 @@ bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
     sql = cs[0].sql;
     if (cs[0].carries) carried.insert(r);
   } else {
-    std::vector<std::string> parts, sums, by{"z.rid"};
-    for (size_t i = 0; with_keys && i < RidKeys(*this, r).size(); i++) by.push_back("z.rk" + std::to_string(i));
+    std::vector<std::string> parts, sums, by{"z.rid"}, qkeys{"q.rid"};
+    for (size_t i = 0; with_keys && i < RidKeys(*this, r).size(); i++) {
+      by.push_back("z.rk" + std::to_string(i));
+      qkeys.push_back("q.rk" + std::to_string(i));
+    }
     for (const auto &c : cs) {
-      std::vector<std::string> sel{"q.rid"};
-      for (size_t i = 1; i < by.size(); i++) sel.push_back("q" + by[i].substr(1));
+      std::vector<std::string> sel = qkeys;
       for (int j : cols) sel.push_back((c.cols.count(j) ? "q." + D(j) : "NULL::float8") + " AS " + D(j));
       parts.push_back("SELECT " + Join(sel, ", ") + " FROM (" + c.sql + ") q");
     }

@@ -514,6 +514,18 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
     EXPECT_EQ(in.sql.compare(at + b.size(), 17, "NOT MATERIALIZED "), 0) << in.sql.substr(at, 80);
   }
   EXPECT_EQ(recomputed, 2) << in.sql;  // the hidden layer and the output
+  // (read twice, by the output and by a sum of its squares: the two
+  // contributions summed by the rid and its keys)
+  RelP th = Project(h, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})});
+  RelP hw2 = Join(th, w2, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP z = SumBy(hw2, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
+  RelP sq = SumBy(th, Col(0, kI4), Call("mul", {Col(2, kF8), Col(2, kF8)}));
+  RelP both = Join(z, sq, Opaque("($1 = $2)", {Col(0, kI4), Col(2, kI4)}, kBool));
+  RelP twice = Aggregate(Project(both, {Call("add", {Col(1, kF8), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  MarkCitus(twice);
+  in = BuildGradientProgram(twice, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(in.sql), "") << in.sql;
+  EXPECT_NE(in.sql.find(") z GROUP BY z.rid, z.rk0, z.rk1)"), std::string::npos) << in.sql;
   for (const Program &p : {BuildGradientProgram(loss), Build(loss)}) {
     EXPECT_EQ(ParseError(p.sql), "") << p.sql;
     EXPECT_EQ(p.sql.find("rk0"), std::string::npos) << p.sql;
