@@ -823,6 +823,58 @@ bool CollectLevels(Node *node, Levels *l) {
   return expression_tree_walker(node, (bool (*)())CollectLevels, l);
 }
 
+// A statement that calls grad names its loss as text: the CTEs of its
+// model are often read by nothing. PostgreSQL plans no SELECT CTE that
+// nothing reads (SS_process_ctes), and so none that only such CTEs read;
+// Citus plans a CTE read twice as a subplan of its own and runs it, whoever
+// reads it (recursive_planning.c skips only those of no reference at all).
+// The MLP whose hidden layer two CTEs read gathered the data, 176 kB of
+// 2,000 samples, for a forward no one asked for. So such CTEs are dropped,
+// each dropped one's own references then no longer counted; a CTE that
+// modifies data stays (it runs whether read or not), as does a recursive
+// one.
+struct CteUses {
+  List *ctes;  // the level's
+  int depth = 0;
+};
+bool UncountCteRefs(Node *node, CteUses *u) {
+  if (!node) return false;
+  if (IsA(node, Query)) {
+    u->depth++;
+    bool r = query_tree_walker(castNode(Query, node), (bool (*)())UncountCteRefs, u, QTW_EXAMINE_RTES_BEFORE);
+    u->depth--;
+    return r;
+  }
+  if (IsA(node, RangeTblEntry)) {
+    auto *rte = castNode(RangeTblEntry, node);
+    if (rte->rtekind == RTE_CTE && static_cast<int>(rte->ctelevelsup) == u->depth) {
+      ListCell *lc;
+      foreach (lc, u->ctes) {
+        auto *cte = lfirst_node(CommonTableExpr, lc);
+        if (strcmp(cte->ctename, rte->ctename) == 0) cte->cterefcount--;
+      }
+    }
+    return false;
+  }
+  return expression_tree_walker(node, (bool (*)())UncountCteRefs, u);
+}
+void DropUnreadCtes(Query *q) {
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    ListCell *lc;
+    foreach (lc, q->cteList) {
+      auto *cte = lfirst_node(CommonTableExpr, lc);
+      if (cte->cterefcount > 0 || cte->cterecursive || castNode(Query, cte->ctequery)->commandType != CMD_SELECT)
+        continue;
+      q->cteList = foreach_delete_current(q->cteList, lc);
+      CteUses u{q->cteList};
+      UncountCteRefs(cte->ctequery, &u);
+      dropped = true;
+      break;
+    }
+  }
+}
+
 // Whether a relation is a Citus distributed table, or a view that reads one.
 // (A view's query names the view itself, as its *OLD* and *NEW* entries.)
 bool DistributedRelation(Oid relid, std::vector<Oid> *seen) {
@@ -1091,6 +1143,11 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
   if (!c.calls.empty() &&
       PgCall([] { return OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)); })) {
     Levels levels;
+    PgCall([&] { CollectLevels((Node *)query, &levels); });
+    PgCall([&] {
+      for (Query *q : levels.queries) DropUnreadCtes(q);
+    });
+    levels = Levels();
     PgCall([&] { CollectLevels((Node *)query, &levels); });
     for (Query *q : levels.queries) GatherLevel(q, c.calls.front().fe->location);
   }

@@ -76,6 +76,14 @@ MLP = """WITH h AS (SELECT x.s, w1.j, tanh(sum(x.val * w1.val)) AS h
                FROM {x} x JOIN {w1} w1 ON w1.f = x.f GROUP BY x.s, w1.j),
   z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN {w2} w2 ON w2.j = h.j GROUP BY h.s),
   loss AS (SELECT avg((z.z - y.val) * (z.z - y.val)) AS l FROM z JOIN {y} y ON y.s = z.s)"""
+# The MLP with its hidden layer read twice (its squares, a penalty beside
+# the output): the hidden layer's cotangent sums two contributions.
+MLP_TWICE = """WITH h AS (SELECT x.s, w1.j, tanh(sum(x.val * w1.val)) AS h
+               FROM {x} x JOIN {w1} w1 ON w1.f = x.f GROUP BY x.s, w1.j),
+  z AS (SELECT h.s, sum(h.h * w2.val) AS z FROM h JOIN {w2} w2 ON w2.j = h.j GROUP BY h.s),
+  q AS (SELECT h.s, sum(h.h * h.h) AS q FROM h GROUP BY h.s),
+  loss AS (SELECT avg((z.z + 0.1 * q.q - y.val) * (z.z + 0.1 * q.q - y.val)) AS l
+           FROM z JOIN q ON q.s = z.s JOIN {y} y ON y.s = z.s)"""
 # The README's linear regression over w2 as weights of x's features 1..3.
 LINEAR = """WITH pred AS (SELECT x.s, sum(x.val * w.val) AS z FROM {x} x JOIN {w2} w ON w.j = x.f GROUP BY x.s),
   loss AS (SELECT sum((p.z - y.val) * (p.z - y.val)) AS l FROM pred p JOIN {y} y ON y.s = p.s)"""
@@ -220,7 +228,8 @@ def check_pushdown(cur):
     # (both layers in one statement: the output's cotangent, which both
     # layers' steps read, is recomputed by each, not gathered)
     for name, model, tables in (("linear", LINEAR, [("w2", "t.j")]), ("MLP", MLP, [("w2", "t.j")]),
-                                ("MLP", MLP, [("w1", "t.f, t.j")]), ("MLP", MLP, [("w1", "t.f, t.j"), ("w2", "0, t.j")])):
+                                ("MLP", MLP, [("w1", "t.f, t.j")]), ("MLP", MLP, [("w1", "t.f, t.j"), ("w2", "0, t.j")]),
+                                ("MLP, hidden layer read twice,", MLP_TWICE, [("w1", "t.f, t.j"), ("w2", "0, t.j")])):
         table = "+".join(t for t, _ in tables)
         sql = model.format(**q) + " " + " UNION ALL ".join(
             f"SELECT '{t}', {key}, grad('loss', t.val) FROM {q[t]} t" for t, key in tables)
