@@ -35,6 +35,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("repeats", type=int, nargs="?", default=5)
 ap.add_argument("--workers", type=int, choices=[1, 2], default=2)
 ap.add_argument("--in-place", action="store_true")
+ap.add_argument("--models", default="", help="comma-separated subset of linear,mlp,matmul,embed")
 args = ap.parse_args()
 REPEATS, WORKERS, IN_PLACE = args.repeats, args.workers, args.in_place
 S, F, H = 4096, 16, 16
@@ -176,6 +177,8 @@ def main():
     print(f"{'model':<8} {'tables':<7} {'forward':>8} {'grad1':>8} {'/fwd':>9} {'grad':>8} {'/fwd':>9} {'step':>8} "
           f"{'/fwd':>9}")
     for name, (ctes, params) in MODELS.items():
+        if args.models and name not in args.models.split(","):
+            continue
         rows = {}
         runs = []
         for k in ("_p", "_c"):

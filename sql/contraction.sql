@@ -52,6 +52,22 @@ SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * 
 SELECT same_answer($$SELECT (ca.i::int8 * 4294967296 + (cb.k + 2147483648)) AS r, coalesce(ca.i::int8, 4294967296) AS r1,
                      ca.i, cb.k, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.k$$);
 SELECT same_answer($$SELECT ca.i + 0 * random() AS r, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+-- An output column that is an expression of the sums (and keys), as the
+-- MLP's hidden layer tanh(sum(x * w)): computed by the node's projection,
+-- NULL where the sum is; a sum read twice is accumulated once.
+SELECT same_answer($$SELECT ca.i, cb.j, tanh(sum(ca.val * cb.val)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) / (1 + abs(sum(ca.val * cb.val))) + ca.i AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF, VERBOSE) SELECT ca.i, sum(ca.val * cb.val) / (1 + abs(sum(ca.val * cb.val))) AS v
+  FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i;
+RESET ddx.contraction;
+-- ... but not with another aggregate in it, nor above a join of a grouped
+-- contraction (an average of a layer's output, the README's loss): those
+-- keep PostgreSQL's plan for the aggregate that is not a sum of products.
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) + count(*) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$WITH p AS (SELECT ca.i, sum(ca.val * cb.val) AS z FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i)
+                     SELECT avg(p.z - ca.val) AS v FROM p JOIN ca ON ca.i = p.i AND ca.k = 1$$);
 -- Keys compared by their type's functions, not as integers: a text join
 -- key, numeric group keys.
 SELECT same_answer($$SELECT ca.i::numeric AS n, cb.k, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON 'j' || ca.k = cb.j

@@ -316,8 +316,37 @@ bool OverKeys(Node *n, List *gexprs) {
 }
 bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
 
-// Every entry of the grouped rel's target: a group key, one of our sums, or
-// a stable expression of the keys alone.
+// Whether n reads the rows only through the group keys and sums of
+// products (each Aggref in it one: SumOfProduct adds it to s), as the MLP's
+// tanh(sum(x.val * w1.val)): the node's projection computes it from its scan
+// tuple, where setrefs.c finds the keys and the sums (fix_upper_expr matches
+// whole Aggrefs against custom_scan_tlist), as an Agg's projection would.
+// false with no reason given where SumOfProduct gave one.
+struct SumsCtx {
+  PlannerInfo *root;
+  const Index *sides;
+  Shape *s;
+  bool refused;  // SumOfProduct said why
+};
+bool NotOverSums(Node *n, SumsCtx *ctx) {
+  if (!n) return false;
+  ListCell *lc;
+  foreach (lc, ctx->s->gexprs)
+    if (equal(n, lfirst(lc))) return false;
+  if (IsA(n, Aggref)) {
+    if (list_member(ctx->s->aggrefs, n)) return false;
+    if (SumOfProduct(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s)) return false;
+    ctx->refused = true;
+    return true;
+  }
+  if (IsA(n, Var) || IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) ||
+      IsA(n, WindowFunc) || IsA(n, GroupingFunc) || (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN))
+    return true;
+  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(NotOverSums), ctx);
+}
+
+// Every entry of the grouped rel's target: a group key, or a stable
+// expression of the keys and our sums (a sum itself, or tanh of one).
 bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Shape *s) {
   ListCell *lc;
   int i = 0;
@@ -325,11 +354,13 @@ bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Sha
     Node *e = static_cast<Node *>(lfirst(lc));
     bool key = target->sortgrouprefs && target->sortgrouprefs[i] != 0;
     i++;
-    if (IsA(e, Aggref)) {
-      if (!SumOfProduct(root, castNode(Aggref, e), sides, s)) return false;
-    } else if (!key && (!OverKeys(e, s->gexprs) || contain_volatile_functions(e))) {
-      return No("an output column that is neither a GROUP BY key, an expression of the keys, nor a sum");
+    if (key) continue;
+    SumsCtx ctx{root, sides, s, false};
+    if (NotOverSums(e, &ctx)) {
+      if (!ctx.refused) No("an output column that is neither a GROUP BY key nor an expression of the keys and sums");
+      return false;
     }
+    if (contain_volatile_functions(e)) return No("a volatile output column");
   }
   return s->aggrefs != NIL || No("no sum");
 }
