@@ -172,6 +172,13 @@ bool RidOfKeys(const Pass &p, const Rel &r);
 // (they are functions of the rid: nothing changes but the plan), the
 // distribution column is among them and the step stays on the workers.
 std::vector<int> RidKeys(const Pass &p, const Rel *r);
+// An aggregate's group keys c<k> as its cotangent b has them (select-list
+// entries over alias b), or none where it lacks one, or where a backward
+// rule reads more of a group than its keys and cotangent (a min/max's value,
+// an average's count): its rid where that is its one key, the rid's keys
+// where they go with it (RidKeys), nothing where there are no keys.
+// Groups then reads the cotangent alone (see there).
+std::vector<std::string> KeysInCotangent(const Pass &p, const Rel *r);
 // The SQL of those keys' values for leaf k of a region's rows, or none
 // where the rows do not have them (its contributions then match on rid
 // alone: right, but planned by Citus on the coordinator).

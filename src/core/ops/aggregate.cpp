@@ -317,6 +317,28 @@ std::vector<int> RidKeys(const Pass &p, const Rel *r) {
   return {0, 1};
 }
 
+std::vector<std::string> KeysInCotangent(const Pass &p, const Rel *r) {
+  std::vector<std::string> none, keys{"b.rid AS rid"};
+  if (r->kind != RelKind::Aggregate) return none;
+  for (int o : p.bcols.at(r))
+    if (o >= r->nkeys && (FlowOf(r->aggs[o - r->nkeys].fn) != AggFlow::Linear || Counted(r->aggs[o - r->nkeys].fn)))
+      return none;
+  switch (RidFormOf(p, *r)) {
+    case RidForm::Constant:
+      return keys;
+    case RidForm::Key:  // (its rid is the key itself, of its type)
+      keys.push_back("b.rid AS " + C(0));
+      return keys;
+    case RidForm::Packed:
+      if (!p.keyed.count(r)) return none;
+      for (size_t i = 0; i < RidKeys(p, r).size(); i++)
+        keys.push_back("b.rk" + std::to_string(i) + " AS " + C(RidKeys(p, r)[i]));
+      return keys;
+    default:
+      return none;
+  }
+}
+
 extern const OpRule kAggregateOp;
 const OpRule kAggregateOp{
     "aggregate",      AggregateRanks,   AggregateNotNull, AggregateActivity,
