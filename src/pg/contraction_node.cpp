@@ -140,12 +140,16 @@ enum Priv {
   kNPriv
 };
 
+// A node the node's expressions cannot hold, aggregates aside: it reads
+// another query level, a subplan, or a value set while the plan runs.
+bool ForbiddenNode(const Node *n) {
+  return (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN) || IsA(n, SubLink) || IsA(n, SubPlan) ||
+         IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) || IsA(n, WindowFunc) || IsA(n, GroupingFunc);
+}
+
 bool ForbiddenWalker(Node *n, void *) {
   if (!n) return false;
-  if (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN) return true;
-  if (IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) || IsA(n, Aggref) ||
-      IsA(n, WindowFunc) || IsA(n, GroupingFunc))
-    return true;
+  if (ForbiddenNode(n) || IsA(n, Aggref)) return true;
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), nullptr);
 }
 
@@ -339,9 +343,7 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
     ctx->refused = true;
     return true;
   }
-  if (IsA(n, Var) || IsA(n, SubLink) || IsA(n, SubPlan) || IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) ||
-      IsA(n, WindowFunc) || IsA(n, GroupingFunc) || (IsA(n, Param) && castNode(Param, n)->paramkind != PARAM_EXTERN))
-    return true;
+  if (IsA(n, Var) || ForbiddenNode(n)) return true;
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(NotOverSums), ctx);
 }
 

@@ -530,6 +530,18 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
   in = BuildGradientProgram(twice, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
   EXPECT_NE(in.sql.find(") z GROUP BY z.rid, z.rk0, z.rk1)"), std::string::npos) << in.sql;
+  // (a hidden layer that averages: its backward reads each group's count,
+  // which only the saved rows have, so it still joins them on the rid and
+  // its keys)
+  RelP ha = Aggregate(Project(xw, {Col(0, kI4), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"avg", 2}},
+                      {kI4, kI4, kF8});
+  RelP haw = Join(Project(ha, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
+                  Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP avg_loss = SumOfSquares(SumBy(haw, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  MarkCitus(avg_loss);
+  in = BuildGradientProgram(avg_loss, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(in.sql), "") << in.sql;
+  EXPECT_NE(in.sql.find("ON b.rid = a.rid AND b.rk0 = a.c0 AND b.rk1 = a.c1"), std::string::npos) << in.sql;
   for (const Program &p : {BuildGradientProgram(loss), Build(loss)}) {
     EXPECT_EQ(ParseError(p.sql), "") << p.sql;
     EXPECT_EQ(p.sql.find("rk0"), std::string::npos) << p.sql;

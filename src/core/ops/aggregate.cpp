@@ -329,11 +329,12 @@ std::vector<std::string> KeysInCotangent(const Pass &p, const Rel *r) {
     case RidForm::Key:  // (its rid is the key itself, of its type)
       keys.push_back("b.rid AS " + C(0));
       return keys;
-    case RidForm::Packed:
+    case RidForm::Packed: {
       if (!p.keyed.count(r)) return none;
-      for (size_t i = 0; i < RidKeys(p, r).size(); i++)
-        keys.push_back("b.rk" + std::to_string(i) + " AS " + C(RidKeys(p, r)[i]));
+      std::vector<int> js = RidKeys(p, r);
+      for (size_t i = 0; i < js.size(); i++) keys.push_back("b.rk" + std::to_string(i) + " AS " + C(js[i]));
       return keys;
+    }
     default:
       return none;
   }
