@@ -77,6 +77,28 @@ SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON c
                      WHERE ca.i < 200 AND cb.j <> 'j3' GROUP BY ca.i$$);
 SELECT same_answer($$WITH x AS MATERIALIZED (SELECT i, k, val * 2 AS val FROM ca), y AS (SELECT k, j, val FROM cb OFFSET 0)
                      SELECT x.i, y.j, sum(x.val * y.val) AS v FROM x JOIN y ON x.k = y.k GROUP BY x.i, y.j$$);
+-- A join of more than two relations (a subquery pulled up into the join, as
+-- ddx's programs have them on Citus in place): the node joins two sides of
+-- one of the join orders the planner kept, a side that is itself a join as
+-- its child; an outer join inside a side stays there. Where no kept order
+-- has each factor on one side (ca.val * (a.val + b.val), the cheaper orders
+-- join ca to a first), or an outer join crosses the sides, the query keeps
+-- PostgreSQL's plan.
+SELECT same_answer($$SELECT ca.i, q.j, sum(ca.val * q.v) AS v
+                     FROM ca JOIN (SELECT a.k, b.j, a.val * b.val AS v FROM ca a JOIN cb b ON a.k = b.k WHERE a.i = 7) q
+                     ON q.k = ca.k GROUP BY ca.i, q.j$$);
+SELECT same_answer($$SELECT ca.i, b.j, sum(ca.val * (a.val + b.val)) AS v FROM ca JOIN ca a ON a.i = ca.i + 1 AND a.k = ca.k
+                     JOIN cb b ON b.k = a.k GROUP BY ca.i, b.j$$);
+SELECT same_answer($$SELECT ca.i, sum(abs(ca.val) * coalesce(abs(b.val), 1)) AS v
+                     FROM ca JOIN (SELECT a.k, a.i, b.val FROM ca a LEFT JOIN cb b ON b.k = a.k + 6) b ON b.i = ca.i + 1
+                     GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * b.val) AS v FROM ca LEFT JOIN cb b ON b.k = ca.k JOIN ca a ON a.i = ca.i
+                     AND a.k = ca.k GROUP BY ca.i$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT ca.i, q.j, sum(ca.val * q.v) AS v
+  FROM ca JOIN (SELECT a.k, b.j, a.val * b.val AS v FROM ca a JOIN cb b ON a.k = b.k WHERE a.i = 7) q
+  ON q.k = ca.k GROUP BY ca.i, q.j;
+RESET ddx.contraction;
 -- COALESCE(f * g, 0): a NULL product adds 0 (ddx's backward writes this).
 SELECT same_answer($$SELECT ca.i, sum(coalesce(ca.val * cb.val, 0::float8)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 

@@ -12,8 +12,8 @@
 // Where: create_upper_paths_hook at UPPERREL_GROUP_AGG, which sees the join
 // and the GROUP BY together (planner.c, create_ordinary_grouping_paths, calls
 // it after the core's Agg paths are in grouped_rel). The input must be a join
-// of exactly two base relations (tables, subqueries, CTE scans: their
-// cheapest paths become the node's children), inner, by hashable strict
+// of two sides (tables, subqueries, CTE scans, or joins of them: their
+// cheapest paths become the node's children; JoinSplit), inner, by hashable strict
 // equalities and by other conditions that read the GROUP BY keys alone
 // (attention's causal k.t <= q.t: tested once per group, when its first pair
 // of rows joins, and a group where it fails is dropped); every aggregate
@@ -102,7 +102,7 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 // --- planning ----------------------------------------------------------------
 
 // What the node computes, as planned: lists in custom_private, in this order.
-//   0 build side's varno (int), 1 probe side's varno
+//   0 build side's relids (int list), 1 probe side's
 //   2 build join keys, 3 probe join keys (expressions over their side)
 //   4 equality functions (oid), 5 build hash functions, 6 probe hash functions,
 //   7 collations, 8 probe-first flags (int: 1 where the clause's left operand
@@ -118,8 +118,8 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 //      scan tuple's last column: NumberGroups)
 //   19 (planning only) the Aggrefs
 enum Priv {
-  kBuildVarno,
-  kProbeVarno,
+  kBuildRels,
+  kProbeRels,
   kBuildKeys,
   kProbeKeys,
   kEqFns,
@@ -155,12 +155,12 @@ bool ForbiddenWalker(Node *n, void *) {
 
 // The side (0 or 1 of `sides`) whose columns alone e reads; -1 if it reads
 // both or something the node cannot evaluate; `none` if it reads no column.
-int SideOf(PlannerInfo *root, Node *e, const Index sides[2], int none) {
+int SideOf(PlannerInfo *root, Node *e, const Relids sides[2], int none) {
   if (ForbiddenWalker(e, nullptr) || contain_volatile_functions(e)) return -1;
   Relids r = pull_varnos(root, e);
   if (bms_is_empty(r)) return none;
   for (int s = 0; s < 2; s++)
-    if (bms_is_subset(r, bms_make_singleton(static_cast<int>(sides[s])))) return s;
+    if (bms_is_subset(r, sides[s])) return s;
   return -1;
 }
 
@@ -174,12 +174,18 @@ struct Shape {
   List *aggrefs = NIL;                 // the Aggrefs, in factor order
 };
 
-// The join's clauses: the restriction list of one of its join paths whose
-// inputs are not parameterized (a nested loop over an inner index scan
-// enforces the join clause in the index scan, not in its restriction list);
-// a two-relation join's unparameterized paths all carry the same list.
-List *JoinClauses(RelOptInfo *joinrel, bool *inner) {
-  *inner = false;
+// The two sides of the join: the outer and inner relations of one of the
+// input rel's join paths, inner, whose inputs are not parameterized (a
+// nested loop over an inner index scan enforces the join clause in the index
+// scan, not in its restriction list), and the clauses that join them, that
+// path's restriction list. A join of two base relations has one split (all
+// its unparameterized paths carry the same list); a join of more relations
+// (a subquery without a fence pulled up into the join, as the programs run
+// on Citus in place have them) has one per join order the planner kept,
+// tried cheapest first: each side's cheapest path is then a child of the
+// node, itself a join where the side is. The ith split, or false.
+bool JoinSplit(RelOptInfo *joinrel, int i, RelOptInfo *rels[2], List **clauses) {
+  List *splits = NIL;  // JoinPaths, one per distinct split, by total cost
   ListCell *lc;
   foreach (lc, joinrel->pathlist) {
     Path *p = static_cast<Path *>(lfirst(lc));
@@ -189,10 +195,23 @@ List *JoinClauses(RelOptInfo *joinrel, bool *inner) {
     if (!IsA(p, NestPath) && !IsA(p, MergePath) && !IsA(p, HashPath)) continue;
     JoinPath *jp = reinterpret_cast<JoinPath *>(p);
     if (p->param_info || jp->outerjoinpath->param_info || jp->innerjoinpath->param_info) continue;
-    *inner = jp->jointype == JOIN_INNER;
-    return jp->joinrestrictinfo;
+    if (jp->jointype != JOIN_INNER) continue;
+    bool seen = false;
+    ListCell *ls;
+    foreach (ls, splits) {
+      JoinPath *q = static_cast<JoinPath *>(lfirst(ls));
+      Relids a = q->outerjoinpath->parent->relids, b = q->innerjoinpath->parent->relids;
+      Relids c = jp->outerjoinpath->parent->relids, d = jp->innerjoinpath->parent->relids;
+      seen = seen || (bms_equal(a, c) && bms_equal(b, d)) || (bms_equal(a, d) && bms_equal(b, c));
+    }
+    if (!seen) splits = lappend(splits, jp);  // (pathlist is by total cost)
   }
-  return NIL;
+  if (i >= list_length(splits)) return false;
+  JoinPath *jp = static_cast<JoinPath *>(list_nth(splits, i));
+  rels[0] = jp->outerjoinpath->parent;
+  rels[1] = jp->innerjoinpath->parent;
+  *clauses = jp->joinrestrictinfo;
+  return true;
 }
 
 // Why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
@@ -201,10 +220,7 @@ bool No(const char *why) {
   return false;
 }
 
-bool JoinKeys(PlannerInfo *root, RelOptInfo *joinrel, const Index sides[2], Shape *s) {
-  bool inner;
-  List *clauses = JoinClauses(joinrel, &inner);
-  if (!inner) return No("not an inner join of two relations");
+bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s) {
   ListCell *lc;
   foreach (lc, clauses) {
     RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
@@ -254,7 +270,7 @@ bool KeyQuals(Shape *s) {
 // An aggregate the node computes: sum(float8) of float8mul(f, g) (or of
 // float48mul and float84mul, a float4 factor widened exactly as they widen
 // it), or sum(float4) of float4mul(f, g), f and g of different sides.
-bool SumOfProduct(PlannerInfo *root, Aggref *a, const Index sides[2], Shape *s) {
+bool SumOfProduct(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
   bool f4 = a->aggfnoid == F_SUM_FLOAT4;
   if ((a->aggfnoid != F_SUM_FLOAT8 && !f4) || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar ||
       a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
@@ -288,7 +304,7 @@ bool SumOfProduct(PlannerInfo *root, Aggref *a, const Index sides[2], Shape *s) 
   return true;
 }
 
-bool GroupKeys(PlannerInfo *root, const Index sides[2], Shape *s) {
+bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
   ListCell *lc;
   foreach (lc, root->parse->groupClause) {
     SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
@@ -328,7 +344,7 @@ bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
 // false with no reason given where SumOfProduct gave one.
 struct SumsCtx {
   PlannerInfo *root;
-  const Index *sides;
+  const Relids *sides;
   Shape *s;
   bool refused;  // SumOfProduct said why
 };
@@ -349,7 +365,7 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
 
 // Every entry of the grouped rel's target: a group key, or a stable
 // expression of the keys and our sums (a sum itself, or tanh of one).
-bool TargetFits(PlannerInfo *root, PathTarget *target, const Index sides[2], Shape *s) {
+bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s) {
   ListCell *lc;
   int i = 0;
   foreach (lc, target->exprs) {
@@ -446,26 +462,33 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   Query *parse = root->parse;
   auto *gx = static_cast<GroupPathExtraData *>(extra);
   if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
-      input_rel->reloptkind != RELOPT_JOINREL || bms_num_members(input_rel->relids) != 2 || !output_rel->pathlist) {
-    No("not one grouping of a join of two relations (or HAVING, grouping sets, set-returning functions)");
+      input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist) {
+    No("not one grouping of a join (or HAVING, grouping sets, set-returning functions)");
     return;
   }
-  Index sides[2];
-  int k = -1, n = 0;
-  while ((k = bms_next_member(input_rel->relids, k)) >= 0) sides[n++] = static_cast<Index>(k);
   RelOptInfo *rels[2];
-  for (int s = 0; s < 2; s++) {
-    rels[s] = root->simple_rel_array[sides[s]];
-    if (!rels[s] || rels[s]->reloptkind != RELOPT_BASEREL || !rels[s]->cheapest_total_path ||
-        rels[s]->cheapest_total_path->param_info) {
-      No("an input that is not a base relation");
+  Relids sides[2];
+  Shape shape;
+  List *clauses = NIL;
+  for (int split = 0;; split++) {
+    if (!JoinSplit(input_rel, split, rels, &clauses)) {
+      if (split == 0) No("not an inner join");
       return;
     }
+    bool ok = true;
+    for (int s = 0; s < 2; s++) {
+      sides[s] = rels[s]->relids;
+      if (!rels[s]->cheapest_total_path || rels[s]->cheapest_total_path->param_info) ok = false;
+    }
+    if (!ok) {
+      No("a side without an unparameterized path");
+      continue;
+    }
+    shape = Shape();
+    if (JoinKeys(root, clauses, sides, &shape) && GroupKeys(root, sides, &shape) && KeyQuals(&shape) &&
+        TargetFits(root, output_rel->reltarget, sides, &shape))
+      break;
   }
-  Shape shape;
-  if (!JoinKeys(root, input_rel, sides, &shape) || !GroupKeys(root, sides, &shape) || !KeyQuals(&shape) ||
-      !TargetFits(root, output_rel->reltarget, sides, &shape))
-    return;
   // The build side: the one with fewer bytes.
   double bytes[2];
   for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
@@ -514,8 +537,13 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   cp->flags = 0;
   cp->custom_paths = list_make3(bp, pp, fallback);
   List *priv = NIL;
-  priv = lappend(priv, makeInteger(static_cast<int>(sides[b])));
-  priv = lappend(priv, makeInteger(static_cast<int>(sides[p])));
+  const int order[2] = {b, p};
+  for (int side : order) {  // (a side's relids, as a list: a Bitmapset is not a Node here)
+    List *ids = NIL;
+    int k = -1;
+    while ((k = bms_next_member(sides[side], k)) >= 0) ids = lappend_int(ids, k);
+    priv = lappend(priv, ids);
+  }
   priv = lappend(priv, shape.keys[b]);
   priv = lappend(priv, shape.keys[p]);
   priv = lappend(priv, shape.eq);
@@ -547,7 +575,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
 // Var (varno, attno) of `side` -> OUTER_VAR at its position in the child's
 // target list.
 struct MapCtx {
-  Index varno;
+  List *varnos;  // the side's relids
   List *tlist;
   bool missing;
 };
@@ -560,7 +588,7 @@ Node *MapVars(Node *n, MapCtx *ctx) {
     foreach (lc, ctx->tlist) {
       TargetEntry *te = lfirst_node(TargetEntry, lc);
       if (IsA(te->expr, Var) && castNode(Var, te->expr)->varno == v->varno &&
-          castNode(Var, te->expr)->varattno == v->varattno && static_cast<Index>(v->varno) == ctx->varno)
+          castNode(Var, te->expr)->varattno == v->varattno && list_member_int(ctx->varnos, v->varno))
         return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, v->vartype, v->vartypmod, v->varcollid, 0));
     }
     ctx->missing = true;
@@ -647,8 +675,7 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
       int s = side;
       if (side == 2) s = list_nth_int(static_cast<List *>(list_nth(priv, kGroupSide)), g++);
       Plan *child = static_cast<Plan *>(list_nth(custom_plans, s));
-      MapCtx ctx{static_cast<Index>(intVal(list_nth(priv, s == 0 ? kBuildVarno : kProbeVarno))), child->targetlist,
-                 false};
+      MapCtx ctx{static_cast<List *>(list_nth(priv, s == 0 ? kBuildRels : kProbeRels)), child->targetlist, false};
       Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(le))), &ctx);
       if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
       fix_opfuncids(m);
