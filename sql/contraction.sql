@@ -78,12 +78,13 @@ SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON c
 SELECT same_answer($$WITH x AS MATERIALIZED (SELECT i, k, val * 2 AS val FROM ca), y AS (SELECT k, j, val FROM cb OFFSET 0)
                      SELECT x.i, y.j, sum(x.val * y.val) AS v FROM x JOIN y ON x.k = y.k GROUP BY x.i, y.j$$);
 -- A join of more than two relations (a subquery pulled up into the join, as
--- ddx's programs have them on Citus in place): the node joins two sides of
--- one of the join orders the planner kept, a side that is itself a join as
--- its child; an outer join inside a side stays there. Where no kept order
--- has each factor on one side (ca.val * (a.val + b.val), the cheaper orders
--- join ca to a first), or an outer join crosses the sides, the query keeps
--- PostgreSQL's plan.
+-- ddx's programs have them on Citus in place): the node joins two sides,
+-- the outer and inner of a join order the planner kept or, with inner joins
+-- only, any two relations the planner built, a side that is a join as its
+-- child (ca.val * (a.val + b.val): ca against a join of a and b); an outer
+-- join inside a side stays there. Where no split has each factor on one
+-- side, or an outer join crosses the sides, the query keeps PostgreSQL's
+-- plan.
 SELECT same_answer($$SELECT ca.i, q.j, sum(ca.val * q.v) AS v
                      FROM ca JOIN (SELECT a.k, b.j, a.val * b.val AS v FROM ca a JOIN cb b ON a.k = b.k WHERE a.i = 7) q
                      ON q.k = ca.k GROUP BY ca.i, q.j$$);
@@ -94,6 +95,18 @@ SELECT same_answer($$SELECT ca.i, sum(abs(ca.val) * coalesce(abs(b.val), 1)) AS 
                      GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum(ca.val * b.val) AS v FROM ca LEFT JOIN cb b ON b.k = ca.k JOIN ca a ON a.i = ca.i
                      AND a.k = ca.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum((ca.val + a.val) * (a.val + b.val)) AS v FROM ca JOIN ca a ON a.i = ca.i + 1
+                     AND a.k = ca.k JOIN cb b ON b.k = a.k GROUP BY ca.i$$);
+-- Where an index made a nested loop the join's only path (its inner side
+-- parameterized), the two relations are still the node's sides.
+CREATE TABLE ix (k int PRIMARY KEY, j int, val float8);
+INSERT INTO ix SELECT k, k % 7, cos(k) FROM generate_series(1, 12) k;
+ANALYZE ix;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SELECT same_answer($$SELECT ca.i, ix.j, sum(ca.val * ix.val) AS v FROM ca JOIN ix ON ix.k = ca.k GROUP BY ca.i, ix.j$$);
+RESET enable_hashjoin;
+RESET enable_mergejoin;
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT ca.i, q.j, sum(ca.val * q.v) AS v
   FROM ca JOIN (SELECT a.k, b.j, a.val * b.val AS v FROM ca a JOIN cb b ON a.k = b.k WHERE a.i = 7) q
@@ -153,6 +166,30 @@ SET ddx.contraction = 'all';
 SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 RESET work_mem;
 SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+
+-- Parallel query: the node is parallel-safe where its inputs are, never
+-- partial; it runs in a worker over whole inputs (force_parallel_mode's
+-- single copy), its fallback too, and EXPLAIN ANALYZE reports both.
+CREATE FUNCTION in_worker(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE line text; single boolean := false; node boolean := false; ran int := 0;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    single := single OR line LIKE '%Single Copy: true%';
+    node := node OR line LIKE '%ddx contraction%';
+    IF line LIKE '%HashAggregate (actual rows=%' THEN ran := ran + 1; END IF;
+  END LOOP;
+  RETURN format('single copy %s, node %s, fallback ran %s', single, node, ran > 0);
+END $$;
+SET force_parallel_mode = on;
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SET ddx.contraction = 'all';
+SELECT in_worker($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SET work_mem = '64kB';
+SELECT in_worker($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+RESET work_mem;
+RESET ddx.contraction;
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+RESET force_parallel_mode;
 
 -- A long accumulation stops at statement_timeout.
 CREATE TABLE wide (k int, val float8);

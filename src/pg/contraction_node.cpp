@@ -40,8 +40,8 @@
 // its state and runs its third child instead: PostgreSQL's own hash
 // aggregate over the join, planned beside it (create_agg_path, never added
 // to the rel: add_path frees the paths it rejects). Long loops check for
-// interrupts. Parallel query: the node is parallel-restricted (its children
-// may be parallel plans under their own Gather).
+// interrupts. Parallel query: the node is never partial; it is parallel-safe
+// where its children are (then it may run in a worker over whole inputs).
 //
 // Expressions: each side's keys and factors are kept in custom_private with
 // their Vars turned into OUTER_VAR references to that child's output columns
@@ -58,6 +58,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
@@ -72,6 +73,7 @@ extern "C" {
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
 #include "optimizer/planner.h"
 #include "optimizer/prep.h"
 #include "optimizer/restrictinfo.h"
@@ -174,20 +176,58 @@ struct Shape {
   List *aggrefs = NIL;                 // the Aggrefs, in factor order
 };
 
-// The two sides of the join: the outer and inner relations of one of the
-// input rel's join paths, inner, whose inputs are not parameterized (a
-// nested loop over an inner index scan enforces the join clause in the index
-// scan, not in its restriction list), and the clauses that join them, that
-// path's restriction list. A join of two base relations has one split (all
-// its unparameterized paths carry the same list); a join of more relations
-// (a subquery without a fence pulled up into the join, as the programs run
-// on Citus in place have them) has one per join order the planner kept,
-// tried cheapest first: each side's cheapest path is then a child of the
-// node, itself a join where the side is. The ith split, or false.
-bool JoinSplit(RelOptInfo *joinrel, int i, RelOptInfo *rels[2], List **clauses) {
-  List *splits = NIL;  // JoinPaths, one per distinct split, by total cost
+// The two sides of the join, and the clauses that join them. First the
+// outer and inner relations of the input rel's join paths, inner, whose
+// inputs are not parameterized (a nested loop over an inner index scan
+// enforces the join clause in the index scan, not in its restriction list),
+// cheapest first, with that path's restriction list: a join of two base
+// relations has one such split, and all its unparameterized paths carry the
+// same list. A join of more relations (a subquery without a fence pulled up
+// into the join, as ddx's programs run on Citus in place have them) has one
+// per join order the planner kept, and add_path keeps few: where the others
+// were fuzzily as costly (a program's cross join with its scalar cotangent,
+// a nested loop priced with disable_cost), the order with each factor on
+// one side may be gone; and where an index made a nested loop the cheapest,
+// the join of two may have no unparameterized path left. So then, where
+// every join of the query is inner and none lateral (any split is then a
+// legal inner join), every split into two
+// relations the planner built (base relations, or joins in join_rel_list),
+// with the clauses build_joinrel_restrictlist (relnode.c, PostgreSQL 15)
+// would give their join. Each side's cheapest path becomes a child of the
+// node, itself a join where the side is one.
+struct Split {
+  RelOptInfo *rels[2];
+  List *clauses;
+};
+
+// build_joinrel_restrictlist's clauses of joining a and b into joinrel.
+List *SplitClauses(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *a, RelOptInfo *b) {
+  List *out = NIL;
+  RelOptInfo *both[2] = {a, b};
+  for (RelOptInfo *r : both) {
+    ListCell *lc;
+    foreach (lc, r->joininfo) {
+      RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+      if (bms_is_subset(ri->required_relids, joinrel->relids)) out = list_append_unique_ptr(out, ri);
+    }
+  }
+  return list_concat(out, generate_join_implied_equalities(root, joinrel->relids, a->relids, b));
+}
+
+bool SameSplit(List *splits, Relids a, Relids b) {
   ListCell *lc;
-  foreach (lc, joinrel->pathlist) {
+  foreach (lc, splits) {
+    Split *q = static_cast<Split *>(lfirst(lc));
+    Relids c = q->rels[0]->relids, d = q->rels[1]->relids;
+    if ((bms_equal(a, c) && bms_equal(b, d)) || (bms_equal(a, d) && bms_equal(b, c))) return true;
+  }
+  return false;
+}
+
+List *JoinSplits(PlannerInfo *root, RelOptInfo *joinrel) {
+  List *splits = NIL;
+  ListCell *lc;
+  foreach (lc, joinrel->pathlist) {  // (by total cost)
     Path *p = static_cast<Path *>(lfirst(lc));
     // (apply_scanjoin_target_to_paths may have put the scan/join target's
     // projection over the join)
@@ -196,22 +236,40 @@ bool JoinSplit(RelOptInfo *joinrel, int i, RelOptInfo *rels[2], List **clauses) 
     JoinPath *jp = reinterpret_cast<JoinPath *>(p);
     if (p->param_info || jp->outerjoinpath->param_info || jp->innerjoinpath->param_info) continue;
     if (jp->jointype != JOIN_INNER) continue;
-    bool seen = false;
-    ListCell *ls;
-    foreach (ls, splits) {
-      JoinPath *q = static_cast<JoinPath *>(lfirst(ls));
-      Relids a = q->outerjoinpath->parent->relids, b = q->innerjoinpath->parent->relids;
-      Relids c = jp->outerjoinpath->parent->relids, d = jp->innerjoinpath->parent->relids;
-      seen = seen || (bms_equal(a, c) && bms_equal(b, d)) || (bms_equal(a, d) && bms_equal(b, c));
-    }
-    if (!seen) splits = lappend(splits, jp);  // (pathlist is by total cost)
+    if (SameSplit(splits, jp->outerjoinpath->parent->relids, jp->innerjoinpath->parent->relids)) continue;
+    Split *x = static_cast<Split *>(palloc0(sizeof(Split)));
+    x->rels[0] = jp->outerjoinpath->parent;
+    x->rels[1] = jp->innerjoinpath->parent;
+    x->clauses = jp->joinrestrictinfo;
+    splits = lappend(splits, x);
   }
-  if (i >= list_length(splits)) return false;
-  JoinPath *jp = static_cast<JoinPath *>(list_nth(splits, i));
-  rels[0] = jp->outerjoinpath->parent;
-  rels[1] = jp->innerjoinpath->parent;
-  *clauses = jp->joinrestrictinfo;
-  return true;
+  if (root->join_info_list || root->hasLateralRTEs) return splits;
+  List *parts = NIL;  // the relations of proper subsets of the join
+  int k = -1;
+  while ((k = bms_next_member(joinrel->relids, k)) >= 0)
+    if (root->simple_rel_array[k] && root->simple_rel_array[k]->reloptkind == RELOPT_BASEREL)
+      parts = lappend(parts, root->simple_rel_array[k]);
+  foreach (lc, root->join_rel_list) {
+    RelOptInfo *r = static_cast<RelOptInfo *>(lfirst(lc));
+    if (r != joinrel && bms_is_subset(r->relids, joinrel->relids)) parts = lappend(parts, r);
+  }
+  foreach (lc, parts) {
+    RelOptInfo *a = static_cast<RelOptInfo *>(lfirst(lc)), *b = nullptr;
+    Relids rest = bms_difference(joinrel->relids, a->relids);
+    if (bms_membership(rest) == BMS_SINGLETON) {
+      b = root->simple_rel_array[bms_singleton_member(rest)];
+      if (b && b->reloptkind != RELOPT_BASEREL) b = nullptr;
+    } else if (!bms_is_empty(rest)) {
+      b = find_join_rel(root, rest);
+    }
+    if (!b || SameSplit(splits, a->relids, b->relids)) continue;
+    Split *x = static_cast<Split *>(palloc0(sizeof(Split)));
+    x->rels[0] = a;
+    x->rels[1] = b;
+    x->clauses = SplitClauses(root, joinrel, a, b);
+    splits = lappend(splits, x);
+  }
+  return splits;
 }
 
 // Why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
@@ -450,6 +508,7 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   Path *fallback = reinterpret_cast<Path *>(create_windowagg_path(
       root, output_rel, static_cast<Path *>(lthird(node->custom_paths)), target, ctx.wfuncs, wc, NIL, true));
   cp->custom_paths = list_make3(linitial(node->custom_paths), lsecond(node->custom_paths), fallback);
+  cp->path.parallel_safe = node->path.parallel_safe && fallback->parallel_safe;
   add_path(output_rel, &cp->path);
 }
 
@@ -469,14 +528,18 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   RelOptInfo *rels[2];
   Relids sides[2];
   Shape shape;
-  List *clauses = NIL;
-  for (int split = 0;; split++) {
-    if (!JoinSplit(input_rel, split, rels, &clauses)) {
-      if (split == 0) No("not an inner join");
-      return;
-    }
+  List *splits = JoinSplits(root, input_rel);
+  if (!splits) {
+    No("not an inner join");
+    return;
+  }
+  ListCell *ls;
+  bool fits = false;
+  foreach (ls, splits) {
+    Split *x = static_cast<Split *>(lfirst(ls));
     bool ok = true;
     for (int s = 0; s < 2; s++) {
+      rels[s] = x->rels[s];
       sides[s] = rels[s]->relids;
       if (!rels[s]->cheapest_total_path || rels[s]->cheapest_total_path->param_info) ok = false;
     }
@@ -485,10 +548,13 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
       continue;
     }
     shape = Shape();
-    if (JoinKeys(root, clauses, sides, &shape) && GroupKeys(root, sides, &shape) && KeyQuals(&shape) &&
-        TargetFits(root, output_rel->reltarget, sides, &shape))
+    if (JoinKeys(root, x->clauses, sides, &shape) && GroupKeys(root, sides, &shape) && KeyQuals(&shape) &&
+        TargetFits(root, output_rel->reltarget, sides, &shape)) {
+      fits = true;
       break;
+    }
   }
+  if (!fits) return;
   // The build side: the one with fewer bytes.
   double bytes[2];
   for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
@@ -509,15 +575,23 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
       root, output_rel, input_rel->cheapest_total_path, output_rel->reltarget,
       parse->groupClause ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, groups));
 
+  Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
   CustomPath *cp = makeNode(CustomPath);
   cp->path.pathtype = T_CustomScan;
   cp->path.parent = output_rel;
   cp->path.pathtarget = output_rel->reltarget;
   cp->path.parallel_aware = false;
-  cp->path.parallel_safe = false;
+  // Parallel-safe where its children and its fallback are (the fallback's
+  // safety covers the target's and the join's expressions): never partial,
+  // it may run in a worker over whole inputs, as a Hash's inner may. And it
+  // must be: a parallel-unsafe path keeps its parallel-safe rival beside it
+  // in add_path however much cheaper it is, and where a nested loop (a cross
+  // join with a program's scalar cotangent, priced with disable_cost under
+  // enable_nestloop = off) makes the costs above them fuzzily equal, the
+  // rival wins: a Citus task's recomputed prediction was a hash aggregate.
+  cp->path.parallel_safe = bp->parallel_safe && pp->parallel_safe && fallback->parallel_safe;
   cp->path.parallel_workers = 0;
   cp->path.rows = groups;
-  Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
   int nagg = list_length(shape.aggrefs);
   // The pairs the equalities join: the join's rows before its other
   // conditions.
@@ -1290,6 +1364,16 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
   node->custom_ps = list_make2(ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags),
                                ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags));
+  // Instrumented under a Gather (EXPLAIN ANALYZE), the fallback is
+  // initialized now, in the leader and in each worker: the shared
+  // instrumentation is sized by the leader's plan state tree when the Gather
+  // starts, and a worker reports every node of its own ("plan node 4 not
+  // found" where one had initialized the fallback lazily and the other not).
+  st->fallback = nullptr;
+  if (estate->es_instrument && (IsParallelWorker() || estate->es_plannedstmt->parallelModeNeeded)) {
+    st->fallback = ExecInitNode(static_cast<Plan *>(lthird(cs->custom_plans)), estate, 0);
+    node->custom_ps = lappend(node->custom_ps, st->fallback);
+  }
   PlanState *ps = &node->ss.ps;
   st->bkeys = InitExprs(static_cast<List *>(list_nth(priv, kBuildKeys)), ps);
   st->pkeys = InitExprs(static_cast<List *>(list_nth(priv, kProbeKeys)), ps);
@@ -1383,7 +1467,6 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->how = "none (not run)";
   st->emit = 0;
   st->peak = 0;
-  st->fallback = nullptr;
 }
 
 // Memory ran out: PostgreSQL's own aggregate over the join takes over.
