@@ -31,6 +31,7 @@
 
 #include <cctype>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,15 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 // against 1.6 s, median of 5 interleaved, on 2 cores that the coordinator
 // and both workers share). Its values only enter sums, as its step's do: a
 // program whose recomputed values a comparison reads recomputes nothing.
+//
+// And in place on Citus, the cotangent of an aggregate to one row (the
+// loss's: the seed through the loss's own expression) stays stored
+// (`kept`): one row that Citus computes once on the coordinator and sends
+// with the next round's tasks, each of which would otherwise join the
+// loss's saved rows again to derive it. The linear model's program, median
+// of 21 interleaved: 36.8 -> 34.0 ms.
 void Stream(std::vector<std::string> &ctes, int from, const std::string &tail,
-            const std::set<std::string> &recomputed) {
+            const std::set<std::string> &recomputed, const std::set<std::string> &kept_rows) {
   // every identifier of the program, counted in one pass (a step's own
   // definition is one of its name's occurrences)
   std::map<std::string, size_t> count;
@@ -92,7 +100,8 @@ void Stream(std::vector<std::string> &ctes, int from, const std::string &tail,
   for (size_t i = static_cast<size_t>(from); i < ctes.size(); i++) {
     std::string name = ctes[i].substr(0, ctes[i].find(' '));
     if (ctes[i].compare(name.size(), kept.size(), kept) != 0) Internal("step without its name: " + name);
-    if (count[name] == 2 || recomputed.count(name)) ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
+    if ((count[name] == 2 && !kept_rows.count(name)) || recomputed.count(name))
+      ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
   }
 }
 
@@ -129,9 +138,12 @@ Program Gradient(Pass &p) {
   prog.backward_steps = static_cast<int>(ctes.size()) - nforward;
   std::string tail = "\nSELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (\n" +
                      Join(finals, "\nUNION ALL\n") + "\n) z GROUP BY z.toid, z.tid, z.pidx, z.key";
-  std::set<std::string> again;
+  std::set<std::string> again, one_row;
   for (const Rel *r : p.recomputed) again.insert(p.B(r));
-  Stream(ctes, nforward, tail, again);
+  if (p.citus_in_place)
+    for (const Rel *r : p.order)
+      if (r->kind == RelKind::Aggregate && r->nkeys == 0) one_row.insert(p.B(r));
+  Stream(ctes, nforward, tail, again, one_row);
   prog.sql = "WITH " + Join(ctes, ",\n") + tail;
   return prog;
 }

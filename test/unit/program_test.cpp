@@ -465,6 +465,12 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
   EXPECT_NE(in.sql.find("f5 AS NOT MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
   Program gathered = BuildGradientProgram(linear("sum"));
   EXPECT_EQ(gathered.sql.find("NOT MATERIALIZED (SELECT (a0."), std::string::npos) << gathered.sql;
+  // (in place, the loss aggregate's one-row cotangent, here the seed, stays
+  // stored for the workers' tasks to read; read by one step, it is
+  // otherwise planned inside it)
+  EXPECT_NE(in.sql.find(" AS MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f"), std::string::npos) << in.sql;
+  EXPECT_NE(gathered.sql.find(" AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f"), std::string::npos)
+      << gathered.sql;
   in = BuildGradientProgram(linear("max"), CitusPlacement::InPlace);
   EXPECT_NE(in.sql.find("f5 AS MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
   // (two keys, both NOT NULL)
