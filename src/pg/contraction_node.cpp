@@ -253,7 +253,11 @@ List *JoinSplits(PlannerInfo *root, RelOptInfo *joinrel) {
     RelOptInfo *r = static_cast<RelOptInfo *>(lfirst(lc));
     if (r != joinrel && bms_is_subset(r->relids, joinrel->relids)) parts = lappend(parts, r);
   }
+  // (a bound on the planning this adds to a query of many joins: the
+  // programs' have a few relations, but join_rel_list grows fast with them)
+  constexpr int kMaxSplits = 64;
   foreach (lc, parts) {
+    if (list_length(splits) >= kMaxSplits) break;
     RelOptInfo *a = static_cast<RelOptInfo *>(lfirst(lc)), *b = nullptr;
     Relids rest = bms_difference(joinrel->relids, a->relids);
     if (bms_membership(rest) == BMS_SINGLETON) {
