@@ -171,14 +171,18 @@ SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca
 -- partial; it runs in a worker over whole inputs (force_parallel_mode's
 -- single copy), its fallback too, and EXPLAIN ANALYZE reports both.
 CREATE FUNCTION in_worker(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE line text; single boolean := false; node boolean := false; ran int := 0;
+DECLARE line text; single boolean := false; node boolean := false; ran int := 0; said boolean := false;
 BEGIN
   FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
     single := single OR line LIKE '%Single Copy: true%';
     node := node OR line LIKE '%ddx contraction%';
     IF line LIKE '%HashAggregate (actual rows=%' THEN ran := ran + 1; END IF;
+    -- (where it ran in a worker, the leader's EXPLAIN says so, not its own
+    -- zero counts; where no worker could start, the leader ran it)
+    said := said OR line LIKE '%Ran In: parallel workers%' OR line LIKE '%Workers Launched: 0%'
+            OR line LIKE '%Fell Back%';
   END LOOP;
-  RETURN format('single copy %s, node %s, fallback ran %s', single, node, ran > 0);
+  RETURN format('single copy %s, node %s, fallback ran %s, where it ran shown %s', single, node, ran > 0, said);
 END $$;
 SET force_parallel_mode = on;
 SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);

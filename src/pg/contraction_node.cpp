@@ -1609,6 +1609,11 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   if (es->analyze) {
     if (st->fellback) {
       ExplainPropertyText("Fell Back", "memory limit reached: PostgreSQL's aggregate ran", es);
+    } else if (!st->built && node->ss.ps.worker_instrument) {
+      // (run in a parallel worker only: this is the leader's state, and the
+      // node shares none of its counts with it)
+      ExplainPropertyText("Ran In", "parallel workers, whose counts and memory are not shown", es);
+      return;
     } else {
       ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
