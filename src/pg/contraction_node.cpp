@@ -190,11 +190,11 @@ struct Shape {
 // one side may be gone; and where an index made a nested loop the cheapest,
 // the join of two may have no unparameterized path left. So then, where
 // every join of the query is inner and none lateral (any split is then a
-// legal inner join), every split into two
-// relations the planner built (base relations, or joins in join_rel_list),
-// with the clauses build_joinrel_restrictlist (relnode.c, PostgreSQL 15)
-// would give their join. Each side's cheapest path becomes a child of the
-// node, itself a join where the side is one.
+// legal inner join), every split into two relations the planner built
+// (base relations, or joins in join_rel_list), with the clauses
+// build_joinrel_restrictlist (relnode.c, PostgreSQL 15) would give their
+// join. Each side's cheapest path becomes a child of the node, itself a
+// join where the side is one.
 struct Split {
   RelOptInfo *rels[2];
   List *clauses;
