@@ -76,8 +76,8 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 // with the next round's tasks, each of which would otherwise join the
 // loss's saved rows again to derive it. The linear model's program, median
 // of 21 interleaved: 36.8 -> 34.0 ms.
-void Stream(std::vector<std::string> &ctes, int from, const std::string &tail,
-            const std::set<std::string> &recomputed, const std::set<std::string> &kept_rows) {
+void Stream(std::vector<std::string> &ctes, int from, const std::string &tail, const std::set<std::string> &recomputed,
+            const std::set<std::string> &kept_rows) {
   // every identifier of the program, counted in one pass (a step's own
   // definition is one of its name's occurrences)
   std::map<std::string, size_t> count;
