@@ -145,7 +145,7 @@ class WithNode:
     added 8-10 ms to each gradient that followed (the linear model's 37 ->
     47 ms)."""
 
-    def __init__(self, _cur):
+    def __init__(self):
         conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "citus"))
         conn.autocommit = True
         self.cur, self.rows = conn.cursor(), None
@@ -198,7 +198,7 @@ def main():
                           (fwd, [p + k + ".val" for p in params], "bench_" + name + k)))
             one = f"{c} SELECT '{params[-1]}', grad('loss', t.val) FROM {params[-1]}{k} t"
             runs += [(cur, "RESET enable_nestloop; " + fwd), (cur, "SET enable_nestloop = off; " + fwd),
-                     (WithNode(cur), fwd),
+                     (WithNode(), fwd),
                      (cur, "RESET enable_nestloop; " + grad), (cur, "RESET enable_nestloop; " + step),
                      (cur, "RESET enable_nestloop; " + one)]
             rows[k] = grad

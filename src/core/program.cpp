@@ -72,7 +72,7 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 //
 // And in place on Citus, the cotangent of an aggregate to one row (the
 // loss's: the seed through the loss's own expression) stays stored
-// (`kept`): one row that Citus computes once on the coordinator and sends
+// (`kept_rows`): one row that Citus computes once on the coordinator and sends
 // with the next round's tasks, each of which would otherwise join the
 // loss's saved rows again to derive it. The linear model's program, median
 // of 21 interleaved: 36.8 -> 34.0 ms.

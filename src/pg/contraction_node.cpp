@@ -13,7 +13,7 @@
 // and the GROUP BY together (planner.c, create_ordinary_grouping_paths, calls
 // it after the core's Agg paths are in grouped_rel). The input must be a join
 // of two sides (tables, subqueries, CTE scans, or joins of them: their
-// cheapest paths become the node's children; JoinSplit), inner, by hashable strict
+// cheapest paths become the node's children; JoinSplits), inner, by hashable strict
 // equalities and by other conditions that read the GROUP BY keys alone
 // (attention's causal k.t <= q.t: tested once per group, when its first pair
 // of rows joins, and a group where it fails is dropped); every aggregate
@@ -1115,12 +1115,9 @@ void DenseInit(State *st) {
 // the matmul's 80k groups went through AccFind, 9% of its forward (perf).
 void DenseToAcc(State *st, bool last = false) {
   int nagg = st->nagg;
-  if (last) {
-    uint32 cells = 0;
-    for (uint32 idb = 0; idb < st->ndrow; idb++)
-      if (st->drow[idb] >= 0)
-        for (uint32 ida = 0; ida < st->na; ida++) cells += st->dstate[static_cast<uint32>(st->drow[idb]) + ida] != 0;
+  if (last) {  // (room for every cell with a pair: st->touched of them)
     Acc *a = &st->acc;
+    uint32 cells = static_cast<uint32>(st->touched);
     if (a->n + cells > a->cap) {
       uint32 c = Max(256u, a->n + cells);
       Reserve(st->cxt, &a->ida, a->cap, c, 1);
