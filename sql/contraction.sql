@@ -9,7 +9,8 @@ INSERT INTO ca SELECT i, k, sin(i * 7 + k) FROM generate_series(1, 300) i, gener
 INSERT INTO ca VALUES (301, 1, NULL), (302, NULL, 1.0), (303, 13, 2.0), (NULL, 2, 0.5);
 INSERT INTO cb SELECT k, 'j' || j, cos(k * 3 + j) FROM generate_series(1, 12) k, generate_series(1, 5) j;
 INSERT INTO cb VALUES (1, 'jnull', NULL), (NULL, 'j1', 4.0), (2, NULL, 0.25), (2, 'j1', 0.125);
-ANALYZE ca, cb;
+CREATE TABLE cbig AS SELECT i, k, 1.5 + sin(i * 7 + k) AS val FROM generate_series(1, 3000) i, generate_series(1, 12) k;
+ANALYZE ca, cb, cbig;
 
 -- Runs a query (its last column named v, the others its keys) with the node
 -- and without, and compares: the same keys, v equal to 1e-12 relative (only
@@ -23,14 +24,18 @@ BEGIN
   FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
     used := used OR line LIKE '%ddx contraction%';
   END LOOP;
-  EXECUTE format('CREATE TEMP TABLE r_on AS SELECT (to_jsonb(q) - ''v'')::text AS key, q.v::float8 AS v FROM (%s) q', q);
+  -- (v, and w where there is one, are the values; the rest the keys)
+  EXECUTE format('CREATE TEMP TABLE r_on AS SELECT (to_jsonb(q) - ''v'' - ''w'')::text AS key, q.v::float8 AS v, '
+                 '(to_jsonb(q) ->> ''w'')::float8 AS w FROM (%s) q', q);
   SET LOCAL ddx.contraction = 'off';
-  EXECUTE format('CREATE TEMP TABLE r_off AS SELECT (to_jsonb(q) - ''v'')::text AS key, q.v::float8 AS v FROM (%s) q', q);
+  EXECUTE format('CREATE TEMP TABLE r_off AS SELECT (to_jsonb(q) - ''v'' - ''w'')::text AS key, q.v::float8 AS v, '
+                 '(to_jsonb(q) ->> ''w'')::float8 AS w FROM (%s) q', q);
   SELECT count(*) INTO n_on FROM r_on;
   SELECT count(*) INTO n_off FROM r_off;
   SELECT count(*) INTO bad FROM r_on a FULL JOIN r_off b ON a.key = b.key
   WHERE a.key IS NULL OR b.key IS NULL OR (a.v IS NULL) <> (b.v IS NULL)
-     OR abs(a.v - b.v) > tol * greatest(abs(a.v), abs(b.v), 1e-300);
+     OR abs(a.v - b.v) > tol * greatest(abs(a.v), abs(b.v), 1e-300)
+     OR (a.w IS NULL) <> (b.w IS NULL) OR abs(a.w - b.w) > tol * greatest(abs(a.w), abs(b.w), 1e-300);
   DROP TABLE r_on, r_off;
   RETURN format('node %s, %s rows, %s', CASE WHEN used THEN 'used' ELSE 'not used' END, n_on,
                 CASE WHEN n_on = n_off AND bad = 0 THEN 'same' ELSE 'DIFFERENT' END);
@@ -46,6 +51,18 @@ SELECT same_answer($$SELECT ca.i, sum(exp(ca.val) * (cb.val + 1)) AS v FROM ca, 
 SELECT same_answer($$SELECT ca.i, sum(cb.val * ca.val) AS v FROM cb JOIN ca ON cb.k = ca.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * ca.val * cb.val) AS v
                      FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+-- A group whose first pair's product is NULL and whose next is not: the
+-- sum is the later product's (the NULL skipped), not NULL.
+CREATE TABLE cn (i int, k int, val float8);
+INSERT INTO cn VALUES (1, 1, NULL), (1, 1, 2.0), (1, 2, NULL), (1, 2, 3.0), (2, 1, 0.5), (2, 2, NULL),
+                      (3, 1, NULL), (3, 2, NULL), (4, 1, 1.0), (4, 2, -1.0);
+CREATE TABLE cnw (k int, val float8);
+INSERT INTO cnw VALUES (1, 10), (2, 100);
+ANALYZE cn, cnw;
+SELECT same_answer($$SELECT cn.i, sum(cn.val * cnw.val) AS v FROM cn JOIN cnw ON cn.k = cnw.k GROUP BY cn.i$$);
+SET ddx.contraction = 'all';
+SELECT cn.i, sum(cn.val * cnw.val) AS v FROM cn JOIN cnw ON cn.k = cnw.k GROUP BY cn.i ORDER BY cn.i;
+RESET ddx.contraction;
 -- An output column that is an expression of the keys alone (one bigint code
 -- of two keys, a NULL-safe key), computed by the node's projection; a
 -- volatile one keeps PostgreSQL's plan.
@@ -136,7 +153,7 @@ SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;  -- 
 EXPLAIN (COSTS OFF) SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;
 
 -- Prepared statements: $1 in a factor and in a filter, custom and generic plans.
-PREPARE pq(float8, int) AS SELECT ca.i, sum((ca.val * $1) * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+PREPARE pq(float8, int) AS SELECT ca.i, round(sum((ca.val * $1) * cb.val)::numeric, 12) AS v FROM ca JOIN cb ON ca.k = cb.k
   WHERE ca.i <= $2 GROUP BY ca.i ORDER BY ca.i LIMIT 3;
 EXECUTE pq(1, 3); EXECUTE pq(2, 3); EXECUTE pq(3, 3); EXECUTE pq(4, 3); EXECUTE pq(5, 3); EXECUTE pq(6, 3);
 SET plan_cache_mode = force_generic_plan;
@@ -152,8 +169,10 @@ SELECT o.i, (SELECT sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k WHERE ca
 FROM generate_series(1, 3) o(i) ORDER BY 1;
 
 -- Past work_mem the node hands over to PostgreSQL's aggregate, same answer.
+-- (cbig: 21k groups, past 64kB of memory where ca's fit; positive products,
+-- so that sums in another order agree to 1e-12 relative: no cancellation)
 SET work_mem = '64kB';
-SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * abs(cb.val)) AS v FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 CREATE FUNCTION fell_back(q text) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE line text; f boolean := false;
 BEGIN
@@ -163,9 +182,9 @@ BEGIN
   RETURN f;
 END $$;
 SET ddx.contraction = 'all';
-SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 RESET work_mem;
-SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 
 -- Parallel query: the node is parallel-safe where its inputs are, never
 -- partial; it runs in a worker over whole inputs (force_parallel_mode's
@@ -189,7 +208,7 @@ SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN c
 SET ddx.contraction = 'all';
 SELECT in_worker($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 SET work_mem = '64kB';
-SELECT in_worker($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+SELECT in_worker($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 RESET work_mem;
 RESET ddx.contraction;
 SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
@@ -331,14 +350,14 @@ SELECT same_answer($$SELECT q.i, q.j, q.v FROM (SELECT row_number() OVER () AS r
 SELECT numbered($$SELECT row_number() OVER () * 2 - 1 AS rid, sum(ca.val * cb.val) + row_number() OVER () AS v
                   FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SET work_mem = '64kB';
-SELECT numbered($$SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+SELECT numbered($$SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM cbig ca JOIN cb ON ca.k = cb.k
                   GROUP BY ca.i, cb.j$$);
 SET ddx.contraction = 'all';
 DO $$
 DECLARE line text; fell boolean := false; wagg boolean := false;
 BEGIN
   FOR line IN EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-      SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k
+      SELECT row_number() OVER () AS rid, ca.i, cb.j, sum(ca.val * cb.val) AS v FROM cbig ca JOIN cb ON ca.k = cb.k
       GROUP BY ca.i, cb.j LOOP
     fell := fell OR line LIKE '%Fell Back%';
     wagg := wagg OR line LIKE '%->  WindowAgg%';

@@ -787,6 +787,12 @@ struct KeyTable {
   int32 *slots;  // open addressing, -1 empty
   uint32 nslots;
   int32 last;  // the id found last (integers): rows of a group come together
+  // One integer key of small values (0 <= v < dcap): its id at dmap[v], -1
+  // none, without hashing; grown while the values stay within a few times
+  // the keys' count (the matmul's backward: x's 16 column ids met in turn,
+  // KeyFind 5% of it).
+  int32 *dmap;
+  uint32 dcap;
 };
 
 struct Acc {  // the groups: a pair of ids and one sum per aggregate
@@ -801,12 +807,23 @@ struct Acc {  // the groups: a pair of ids and one sum per aggregate
   uint32 nslots;
 };
 
+// Expressions over a child's tuple (OUTER_VAR), evaluated per input row.
+// Where each is a plain Var of the child's output, its value is read from
+// the slot, not run through ExecEvalExpr: the matmul's 160k probe rows
+// evaluated three lists of Vars each (perf: Eval 3% of the forward).
+struct Exprs {
+  List *states;  // ExprStates
+  int n;
+  AttrNumber *att;   // per expression: its attribute, where every one is a Var
+  AttrNumber natts;  // the highest (0: evaluated)
+};
+
 struct State {
   CustomScanState css;
   MemoryContext cxt;
-  List *bkeys, *pkeys, *bfactors, *pfactors;  // ExprStates
-  List *gx[2];                                // the group keys' ExprStates, per side
-  ExprState *quals;                           // the other join conditions, over the scan tuple's keys
+  Exprs bkeys, pkeys, bfactors, pfactors;
+  Exprs gx[2];       // the group keys, per side
+  ExprState *quals;  // the other join conditions, over the scan tuple's keys
   int nk, ng, nagg;
   int *gside, *gpos;  // per group key: its side, its place among that side's keys
   FmgrInfo *eq, *bhash, *phash;
@@ -828,6 +845,21 @@ struct State {
   bool *rfnull;
   int32 *buckets;
   uint32 nbuckets;
+  // Integer join keys (int_keys): the build rows in runs of one key, in
+  // the key's order of first appearance; a probe row finds its key's id in
+  // jk and pairs with run[id] .. run[id + 1] - 1, one lookup per probe row
+  // and none per pair (the matmul's 1.28M pairs walked a bucket chain,
+  // each compared by hash and key).
+  KeyTable jk;
+  uint32 *rkid;    // per build row: its key's id (before the runs are formed)
+  uint32 *run;     // jk.n + 1 starts
+  bool *run_null;  // per run: a NULL factor in one of its rows
+  // One join key whose values span a range not much larger than their
+  // count: the key's id at direct[value - lo] (-1 none), without hashing
+  // (KeyFind was 8% of the matmul's gradient).
+  int32 *direct;
+  int64 lo;
+  uint64 span;
   KeyTable g[2];  // group ids of the build and the probe side
   Acc acc;
   // Dense groups (Dense*): per probe group id, a row of one cell per build
@@ -904,15 +936,14 @@ void KeyInit(MemoryContext cxt, KeyTable *t) {
   t->slots = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * t->nslots));
   memset(t->slots, -1, sizeof(int32) * t->nslots);
   t->last = -1;
+  t->dmap = nullptr;
+  t->dcap = 0;
 }
 
-// The id of the key tuple (v, isnull), interned if new.
-uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isnull) {
+// The id of the key tuple (v, isnull), or -1 where it is not in the table
+// (*h its hash and *slot the empty slot it would take).
+int32 KeyFind(KeyTable *t, const Datum *v, const bool *isnull, uint32 *hp, uint32 *slot) {
   int nk = t->nkeys;
-  if (nk == 0) {
-    t->n = 1;
-    return 0;
-  }
   // Rows of one group tend to come together (a table's rows in the order
   // they were written, x(i, k) by i): the last id is tried first, without
   // hashing (the matmul's 160k rows of x, 10k groups; KeyIntern and its
@@ -923,7 +954,14 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
       bool an = t->nulls[t->last * nk + k];
       same = an == isnull[k] && (an || t->vals[t->last * nk + k] == v[k]);
     }
-    if (same) return static_cast<uint32>(t->last);
+    if (same) return t->last;
+  }
+  if (t->dcap > 0 && !isnull[0] && static_cast<uint64>(v[0]) < t->dcap) {
+    int32 id = t->dmap[static_cast<uint64>(v[0])];
+    if (id >= 0) {
+      t->last = id;
+      return id;
+    }
   }
   uint32 h = t->integers ? HashDatums(nk, v, isnull) : HashKeys(t->hash, t->coll, nk, v, isnull);
   uint32 mask = t->nslots - 1, i = h & mask;
@@ -942,9 +980,24 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
     }
     if (same) {
       t->last = id;
-      return static_cast<uint32>(id);
+      return id;
     }
   }
+  *hp = h;
+  *slot = i;
+  return -1;
+}
+
+// The id of the key tuple (v, isnull), interned if new.
+uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isnull) {
+  int nk = t->nkeys;
+  if (nk == 0) {
+    t->n = 1;
+    return 0;
+  }
+  uint32 h = 0, i = 0;
+  int32 found = KeyFind(t, v, isnull, &h, &i);
+  if (found >= 0) return static_cast<uint32>(found);
   if (t->n == t->cap) {
     uint32 c = Max(64u, t->cap * 2);
     Reserve(cxt, &t->vals, t->cap, c, nk);
@@ -962,6 +1015,22 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
   t->hashes[id] = h;
   t->slots[i] = static_cast<int32>(id);
   t->last = static_cast<int32>(id);
+  if (t->integers && nk == 1 && !isnull[0]) {
+    uint64 u = static_cast<uint64>(v[0]);
+    if (u < t->dcap) {
+      t->dmap[u] = static_cast<int32>(id);
+    } else if (u < (1u << 20) && u < 8 * (static_cast<uint64>(t->n) + 128)) {
+      uint32 c = Max(256u, t->dcap);
+      while (c <= u) c *= 2;
+      if (t->dmap) pfree(t->dmap);
+      t->dmap = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * c));
+      memset(t->dmap, -1, sizeof(int32) * c);
+      for (uint32 x = 0; x < t->n; x++)
+        if (!t->nulls[x] && static_cast<uint64>(t->vals[x]) < c)
+          t->dmap[static_cast<uint64>(t->vals[x])] = static_cast<int32>(x);
+      t->dcap = c;
+    }
+  }
   if (t->n * 2 > t->nslots) {  // grow the slots
     uint32 ns = t->nslots * 2;
     int32 *s = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * ns));
@@ -1041,11 +1110,20 @@ uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool
   return at;
 }
 
-// Evaluates the ExprStates of `exprs` over the outer tuple into v, n.
-void Eval(List *exprs, ExprContext *ec, Datum *v, bool *n) {
+// Evaluates `e` over the outer tuple into v, n.
+inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
+  if (e.natts > 0) {
+    TupleTableSlot *slot = ec->ecxt_outertuple;
+    slot_getsomeattrs(slot, e.natts);
+    for (int i = 0; i < e.n; i++) {
+      v[i] = slot->tts_values[e.att[i] - 1];
+      n[i] = slot->tts_isnull[e.att[i] - 1];
+    }
+    return;
+  }
   int i = 0;
   ListCell *lc;
-  foreach (lc, exprs) {
+  foreach (lc, e.states) {
     v[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(lc)), ec, &n[i]);
     i++;
   }
@@ -1219,15 +1297,23 @@ bool Build(State *st) {
   KeyInit(cxt, &st->g[0]);
   KeyInit(cxt, &st->g[1]);
   AccInit(cxt, &st->acc);
+  bool runs = st->int_keys;
+  if (runs) {
+    KeyTable *t = &st->jk;
+    memset(t, 0, sizeof *t);
+    t->nkeys = nk;
+    t->integers = true;
+    t->typlen = st->klen;
+    t->byval = st->kbyval;
+    KeyInit(cxt, t);
+  }
   st->nrows = st->rowcap = 0;
-  st->rhash = st->rgid = nullptr;
+  st->rhash = st->rgid = st->rkid = st->run = nullptr;
   st->rnext = nullptr;
   st->rkeys = nullptr;
   st->rf = nullptr;
-  st->rfnull = nullptr;
+  st->rfnull = st->run_null = nullptr;
   st->pairs = 0;
-
-  List **gexprs = st->gx;
 
   uint64 count = 0;
   for (;;) {
@@ -1243,45 +1329,160 @@ bool Build(State *st) {
     bool null_key = false;
     for (int k = 0; k < nk; k++) null_key = null_key || kn[k];
     if (null_key) continue;  // a strict equality never holds
-    Eval(gexprs[0], ec, gv, gn);
+    Eval(st->gx[0], ec, gv, gn);
     uint32 gid = KeyIntern(cxt, &st->g[0], gv, gn);
     Eval(st->bfactors, ec, fv, fn);
     if (st->nrows == st->rowcap) {
       uint32 c = Max(1024u, st->rowcap * 2);
-      Reserve(cxt, &st->rhash, st->rowcap, c, 1);
+      if (runs) {
+        Reserve(cxt, &st->rkid, st->rowcap, c, 1);
+      } else {
+        Reserve(cxt, &st->rhash, st->rowcap, c, 1);
+        Reserve(cxt, &st->rnext, st->rowcap, c, 1);
+        Reserve(cxt, &st->rkeys, st->rowcap, c, nk);
+      }
       Reserve(cxt, &st->rgid, st->rowcap, c, 1);
-      Reserve(cxt, &st->rnext, st->rowcap, c, 1);
-      Reserve(cxt, &st->rkeys, st->rowcap, c, nk);
       Reserve(cxt, &st->rf, st->rowcap, c, nagg);
       Reserve(cxt, &st->rfnull, st->rowcap, c, nagg);
       st->rowcap = c;
     }
     uint32 r = st->nrows++;
-    st->rhash[r] = st->int_keys ? HashDatums(nk, kv, kn) : HashKeys(st->bhash, st->kcoll, nk, kv, kn);
+    if (runs) {
+      st->rkid[r] = KeyIntern(cxt, &st->jk, kv, kn);
+    } else {
+      st->rhash[r] = HashKeys(st->bhash, st->kcoll, nk, kv, kn);
+      MemoryContext old = MemoryContextSwitchTo(cxt);
+      for (int k = 0; k < nk; k++) st->rkeys[r * nk + k] = datumCopy(kv[k], st->kbyval[k], st->klen[k]);
+      MemoryContextSwitchTo(old);
+    }
     st->rgid[r] = gid;
-    MemoryContext old = MemoryContextSwitchTo(cxt);
-    for (int k = 0; k < nk; k++) st->rkeys[r * nk + k] = datumCopy(kv[k], st->kbyval[k], st->klen[k]);
-    MemoryContextSwitchTo(old);
     for (int a = 0; a < nagg; a++) {
       st->rfnull[r * nagg + a] = fn[a];
       st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bf4[a]);
     }
   }
-  uint32 nb = 1;
-  while (nb < st->nrows) nb <<= 1;
-  st->nbuckets = nb;
-  st->buckets = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * nb));
-  memset(st->buckets, -1, sizeof(int32) * nb);
-  for (uint32 r = 0; r < st->nrows; r++) {
-    uint32 b = st->rhash[r] & (nb - 1);
-    st->rnext[r] = st->buckets[b];
-    st->buckets[b] = static_cast<int32>(r);
+  st->direct = nullptr;
+  if (runs && st->nrows > 0) {  // the rows by key: a counting sort, stable
+    uint32 nkid = st->jk.n;
+    uint32 *start = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * (nkid + 1)));
+    memset(start, 0, sizeof(uint32) * (nkid + 1));
+    for (uint32 r = 0; r < st->nrows; r++) start[st->rkid[r] + 1]++;
+    for (uint32 k = 0; k < nkid; k++) start[k + 1] += start[k];
+    uint32 *at = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * (nkid + 1)));
+    memcpy(at, start, sizeof(uint32) * (nkid + 1));
+    uint32 *gid = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * (st->nrows + 1)));
+    double *f = static_cast<double *>(Alloc(cxt, sizeof(double) * (static_cast<Size>(st->nrows) * nagg + 1)));
+    bool *fnull = static_cast<bool *>(Alloc(cxt, static_cast<Size>(st->nrows) * nagg + 1));
+    st->run_null = static_cast<bool *>(Alloc(cxt, nkid + 1));
+    memset(st->run_null, 0, nkid + 1);
+    for (uint32 r = 0; r < st->nrows; r++) {
+      uint32 k = st->rkid[r], to = at[k]++;
+      gid[to] = st->rgid[r];
+      for (int a = 0; a < nagg; a++) {
+        f[to * nagg + a] = st->rf[r * nagg + a];
+        fnull[to * nagg + a] = st->rfnull[r * nagg + a];
+        st->run_null[k] = st->run_null[k] || st->rfnull[r * nagg + a];
+      }
+    }
+    pfree(at);
+    pfree(st->rkid);
+    pfree(st->rgid);
+    pfree(st->rf);
+    pfree(st->rfnull);
+    st->rkid = nullptr;
+    st->rgid = gid;
+    st->rf = f;
+    st->rfnull = fnull;
+    st->run = start;
+    if (nk == 1 && nkid > 0) {
+      int64 lo = PG_INT64_MAX, hi = PG_INT64_MIN;
+      for (uint32 k = 0; k < nkid; k++) {
+        int64 v = static_cast<int64>(st->jk.vals[k]);
+        lo = Min(lo, v);
+        hi = Max(hi, v);
+      }
+      uint64 span = static_cast<uint64>(hi) - static_cast<uint64>(lo) + 1;  // (no overflow: unsigned)
+      if (span != 0 && span <= 4 * static_cast<uint64>(nkid) + 1024) {
+        st->direct = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * span));
+        memset(st->direct, -1, sizeof(int32) * span);
+        for (uint32 k = 0; k < nkid; k++) st->direct[static_cast<uint64>(st->jk.vals[k]) - static_cast<uint64>(lo)] = k;
+        st->lo = lo;
+        st->span = span;
+      }
+    }
+  } else if (!runs) {
+    uint32 nb = 1;
+    while (nb < st->nrows) nb <<= 1;
+    st->nbuckets = nb;
+    st->buckets = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * nb));
+    memset(st->buckets, -1, sizeof(int32) * nb);
+    for (uint32 r = 0; r < st->nrows; r++) {
+      uint32 b = st->rhash[r] & (nb - 1);
+      st->rnext[r] = st->buckets[b];
+      st->buckets[b] = static_cast<int32>(r);
+    }
   }
   if (OverLimit(st)) return false;
 
   // Stream the probe side.
   DenseInit(st);
   double *pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
+  uint32 gid = 0, base = 0;
+  // One pair: build row r with the probe row's group gid (its dense row at
+  // base) and factors pf, fn. False where memory ran out.
+  auto pair = [&](uint32 r) -> bool {
+    double *sums;
+    bool *hass;
+    if (st->dense) {
+      uint32 c = base + st->rgid[r];
+      if (st->dstate[c] == 0) {
+        st->dstate[c] = st->quals && !QualsHold(st, st->rgid[r], gid) ? 2 : 1;
+        st->touched++;
+      }
+      if (st->dstate[c] == 2) return true;
+      sums = &st->dsum[static_cast<size_t>(c) * nagg];
+      hass = &st->dhas[static_cast<size_t>(c) * nagg];
+    } else {
+      bool created;
+      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
+      if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
+        st->acc.ok[at] = false;
+        st->acc.rejected++;
+      }
+      if (!st->acc.ok[at]) return true;
+      sums = &st->acc.sum[at * nagg];
+      hass = &st->acc.has[at * nagg];
+    }
+    for (int a = 0; a < nagg; a++) {
+      float8 prod;
+      bool nul = fn[a] || st->rfnull[r * nagg + a];
+      if (nul && !st->null_zero[a]) continue;  // a NULL product: sum skips it, or adds COALESCE's 0
+      double *s = &sums[a];
+      bool *has = &hass[a];
+      if (st->f4[a]) {  // float4mul and float4pl: each result rounded to float4
+        float4 p4 = nul ? 0.0f : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
+        *s = *has ? float4_pl(static_cast<float4>(*s), p4) : p4;
+      } else {
+        prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
+        *s = *has ? float8_pl(*s, prod) : prod;
+      }
+      *has = true;
+    }
+    st->pairs++;
+    if ((static_cast<uint64>(st->pairs) & 65535) == 0) {
+      CHECK_FOR_INTERRUPTS();
+      if (OverLimit(st)) return false;
+    }
+    return true;
+  };
+  // The probe row's group and factors, on its first pair.
+  auto probe_row = [&]() {
+    Eval(st->gx[1], ec, gv, gn);
+    gid = KeyIntern(cxt, &st->g[1], gv, gn);
+    Eval(st->pfactors, ec, fv, fn);
+    for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
+    if (st->dense) (void)DenseRow(st, gid, &base);
+  };
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(pps);
     if (TupIsNull(slot)) break;
@@ -1296,9 +1497,62 @@ bool Build(State *st) {
     bool null_key = false;
     for (int k = 0; k < nk; k++) null_key = null_key || kn[k];
     if (null_key) continue;
-    uint32 h = st->int_keys ? HashDatums(nk, kv, kn) : HashKeys(st->phash, st->kcoll, nk, kv, kn);
+    if (runs) {
+      int32 kid;
+      if (nk == 0) {  // a cross join: every build row in run 0 (KeyIntern)
+        kid = 0;
+      } else if (st->direct) {
+        uint64 off = static_cast<uint64>(kv[0]) - static_cast<uint64>(st->lo);
+        kid = off < st->span ? st->direct[off] : -1;
+      } else {
+        uint32 h, slot_at;
+        kid = KeyFind(&st->jk, kv, kn, &h, &slot_at);
+      }
+      if (kid < 0) continue;
+      uint32 from = st->run[kid], to = st->run[kid + 1];
+      probe_row();
+      if (st->dense && !st->quals && nagg == 1 && !st->f4[0] && !fn[0] && !st->run_null[kid]) {
+        // The common case, without the general pair's branches: one float8
+        // sum of factors that are not NULL, into dense cells. float8_mul
+        // and float8_pl raise on overflow and underflow as PostgreSQL's do.
+        double p = pf[0];
+        const uint32 *rg = st->rgid;
+        const double *rf = st->rf;
+        uint8 *state = st->dstate;
+        double *sum = st->dsum;
+        bool *has = st->dhas;
+        uint64 touched = 0;
+        for (uint32 r = from; r < to; r++) {
+          uint32 c = base + rg[r];
+          double prod = float8_mul(rf[r], p);
+          if (state[c] == 0) {
+            state[c] = 1;
+            touched++;
+          }
+          // (a cell may have pairs but no sum yet: its earlier pairs' products
+          // were NULL, through the general path)
+          if (has[c]) {
+            sum[c] = float8_pl(sum[c], prod);
+          } else {
+            sum[c] = prod;
+            has[c] = true;
+          }
+        }
+        st->touched += touched;
+        uint64 before = static_cast<uint64>(st->pairs);
+        st->pairs += to - from;
+        if ((before >> 16) != (static_cast<uint64>(st->pairs) >> 16)) {
+          CHECK_FOR_INTERRUPTS();
+          if (OverLimit(st)) return false;
+        }
+        continue;
+      }
+      for (uint32 r = from; r < to; r++)
+        if (!pair(r)) return false;
+      continue;
+    }
+    uint32 h = HashKeys(st->phash, st->kcoll, nk, kv, kn);
     bool evaluated = false;
-    uint32 gid = 0, base = 0;
     for (int32 r = st->buckets[h & (st->nbuckets - 1)]; r >= 0; r = st->rnext[r]) {
       if (st->rhash[r] != h) continue;
       bool match = true;
@@ -1312,55 +1566,10 @@ bool Build(State *st) {
       }
       if (!match) continue;
       if (!evaluated) {
-        Eval(gexprs[1], ec, gv, gn);
-        gid = KeyIntern(cxt, &st->g[1], gv, gn);
-        Eval(st->pfactors, ec, fv, fn);
-        for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
+        probe_row();
         evaluated = true;
-        if (st->dense) (void)DenseRow(st, gid, &base);
       }
-      double *sums;
-      bool *hass;
-      if (st->dense) {
-        uint32 c = base + st->rgid[r];
-        if (st->dstate[c] == 0) {
-          st->dstate[c] = st->quals && !QualsHold(st, st->rgid[r], gid) ? 2 : 1;
-          st->touched++;
-        }
-        if (st->dstate[c] == 2) continue;
-        sums = &st->dsum[static_cast<size_t>(c) * nagg];
-        hass = &st->dhas[static_cast<size_t>(c) * nagg];
-      } else {
-        bool created;
-        uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
-        if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
-          st->acc.ok[at] = false;
-          st->acc.rejected++;
-        }
-        if (!st->acc.ok[at]) continue;
-        sums = &st->acc.sum[at * nagg];
-        hass = &st->acc.has[at * nagg];
-      }
-      for (int a = 0; a < nagg; a++) {
-        float8 prod;
-        bool nul = fn[a] || st->rfnull[r * nagg + a];
-        if (nul && !st->null_zero[a]) continue;  // a NULL product: sum skips it, or adds COALESCE's 0
-        double *s = &sums[a];
-        bool *has = &hass[a];
-        if (st->f4[a]) {  // float4mul and float4pl: each result rounded to float4
-          float4 p4 = nul ? 0.0f : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
-          *s = *has ? float4_pl(static_cast<float4>(*s), p4) : p4;
-        } else {
-          prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
-          *s = *has ? float8_pl(*s, prod) : prod;
-        }
-        *has = true;
-      }
-      st->pairs++;
-      if ((static_cast<uint64>(st->pairs) & 65535) == 0) {
-        CHECK_FOR_INTERRUPTS();
-        if (OverLimit(st)) return false;
-      }
+      if (!pair(static_cast<uint32>(r))) return false;
     }
   }
   if (st->dense) DenseToAcc(st, true);
@@ -1372,11 +1581,25 @@ bool Build(State *st) {
 
 namespace {
 
-List *InitExprs(List *exprs, PlanState *ps) {
-  List *out = NIL;
+Exprs InitExprs(List *exprs, PlanState *ps) {
+  Exprs e;
+  e.states = NIL;
+  e.n = list_length(exprs);
+  e.att = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (e.n + 1)));
+  e.natts = 0;
+  bool vars = true;
+  int i = 0;
   ListCell *lc;
-  foreach (lc, exprs) out = lappend(out, ExecInitExpr(static_cast<Expr *>(lfirst(lc)), ps));
-  return out;
+  foreach (lc, exprs) {
+    Node *x = static_cast<Node *>(lfirst(lc));
+    e.states = lappend(e.states, ExecInitExpr(reinterpret_cast<Expr *>(x), ps));
+    const Var *v = IsA(x, Var) ? reinterpret_cast<const Var *>(x) : nullptr;
+    vars = vars && v && v->varno == OUTER_VAR && v->varattno > 0;
+    e.att[i++] = vars ? v->varattno : 0;
+  }
+  if (vars)
+    for (i = 0; i < e.n; i++) e.natts = Max(e.natts, e.att[i]);
+  return e;
 }
 
 // FmgrInfos of a list of function oids, in the query's context.
@@ -1425,8 +1648,8 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->bfactors = InitExprs(static_cast<List *>(list_nth(priv, kBuildFactors)), ps);
   st->pfactors = InitExprs(static_cast<List *>(list_nth(priv, kProbeFactors)), ps);
   st->quals = ExecInitQual(static_cast<List *>(list_nth(priv, kKeyQuals)), ps);
-  st->nk = list_length(st->bkeys);
-  st->nagg = list_length(st->bfactors);
+  st->nk = st->bkeys.n;
+  st->nagg = st->bfactors.n;
   st->numbered = intVal(list_nth(priv, kNumbered)) != 0;
   st->rownum = 0;
   st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
@@ -1478,14 +1701,15 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->ng = list_length(gexprs);
   st->gside = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
   st->gpos = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
-  st->gx[0] = st->gx[1] = NIL;
+  List *gsx[2] = {NIL, NIL};
   int count[2] = {0, 0};
   for (int g = 0; g < st->ng; g++) {
     int side = list_nth_int(gside, g);
     st->gside[g] = side;
     st->gpos[g] = count[side]++;
-    st->gx[side] = lappend(st->gx[side], ExecInitExpr(static_cast<Expr *>(list_nth(gexprs, g)), ps));
+    gsx[side] = lappend(gsx[side], list_nth(gexprs, g));
   }
+  for (int side = 0; side < 2; side++) st->gx[side] = InitExprs(gsx[side], ps);
   for (int side = 0; side < 2; side++) {
     KeyTable *t = &st->g[side];
     memset(t, 0, sizeof *t);
