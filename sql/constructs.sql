@@ -23,6 +23,12 @@ SELECT check_grad($$SELECT sum(x.val * w.val) FROM x JOIN w ON x.f = w.f$$);
 SELECT check_grad($$SELECT sum(x.val * w.val * w.val) FROM x, w WHERE x.f = w.f$$);
 SELECT check_grad($$SELECT sum(exp(x.val * w.val)) FROM x JOIN w ON x.f < w.f$$);
 SELECT check_grad($$SELECT sum(w.val * y.val) FROM w CROSS JOIN y$$);
+-- two columns of the other tables equated with one of w (x.f and y.s with w.f):
+-- the transpose joins x and y on x.f = y.s itself (NULL keys in w and x)
+SELECT check_grad($$SELECT sum(w.val * x.val * y.val) FROM w JOIN x ON x.f = w.f JOIN y ON y.s = w.f$$);
+SELECT count(*) FILTER (WHERE sql LIKE '%a1.f OPERATOR(pg_catalog.=) a2.s%') AS x_y_joined
+  FROM ddx_explain($$WITH loss AS (SELECT sum(w.val * x.val * y.val) AS l FROM w JOIN x ON x.f = w.f
+                     JOIN y ON y.s = w.f) SELECT grad('loss', val) FROM w$$);
 SELECT check_grad($$SELECT sum(x.val * w.val) FROM x JOIN w ON x.f IS NOT DISTINCT FROM w.f$$);
 SELECT check_grad($$SELECT sum(coalesce(x.val, 1) * w.val) FROM w LEFT JOIN x ON x.f = w.f$$);
 SELECT check_grad($$SELECT sum(coalesce(w.val, 2) * y.val) FROM w RIGHT JOIN y ON y.s = w.f$$);

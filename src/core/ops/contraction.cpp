@@ -134,6 +134,7 @@ class LeafTranspose {
     Resolver inside = Inside(), res = Res();
     std::vector<ExprP> links;
     std::set<std::pair<int, int>> linkcols, bound;
+    std::map<int, std::vector<ExprP>> equated;  // a column of L -> the columns of O equated with it
     for (const auto &c : Conjuncts(reg_.conds)) {
       bool l, o;
       Reads(c, l, o);
@@ -153,8 +154,10 @@ class LeafTranspose {
       // (an equality of a value of L with a column of O binds that column)
       bool binds = false;
       for (const auto &[a, b] : Equalities({c}))
-        if (LeafSides(a) == std::set<int>{L_} && b->kind == ExprKind::Col && b->side != L_ && b->col >= 0)
+        if (LeafSides(a) == std::set<int>{L_} && b->kind == ExprKind::Col && b->side != L_ && b->col >= 0) {
           bound.insert({b->side, b->col}), binds = true;
+          if (a->kind == ExprKind::Col && a->col >= 0) equated[a->col].push_back(b);
+        }
       once_ = once_ && binds;
       std::set<std::pair<int, int>> cs;
       CollectCols(c, cs);
@@ -165,6 +168,23 @@ class LeafTranspose {
       }
     }
     if (!keyed_) return false;
+    // Columns of O equated with one column of L are equal to each other in
+    // every row that joins L (= of a type whose equality is identity is
+    // transitive; a NULL joins nothing either way): said inside O, the
+    // rows that cannot join are not formed. The GPT's attention scores
+    // q·k with both biases: q's transpose crossed bq (16 rows) with k's
+    // 1024 (16,384 rows, 1,024 kept after its GROUP BY), bq.h and k.h both
+    // being q.h.
+    for (const auto &[col, os] : equated) {
+      const Type &lt = reg_.leaves[L_ - kLeafSide]->cols[col];
+      if (!IdentityEq(lt)) continue;
+      for (size_t i = 1; i < os.size(); i++) {
+        const Type &t0 = reg_.leaves[os[0]->side - kLeafSide]->cols[os[0]->col];
+        const Type &ti = reg_.leaves[os[i]->side - kLeafSide]->cols[os[i]->col];
+        if (t0.sql == lt.sql && ti.sql == lt.sql && !(os[i]->side == os[0]->side && os[i]->col == os[0]->col))
+          oconds_.push_back(p_.Sql(os[0], inside) + " OPERATOR(pg_catalog.=) " + p_.Sql(os[i], inside));
+      }
+    }
     for (const auto &x : linkcols) once_ = once_ && bound.count(x);
     for (const auto &[side, col] : ocols_)
       if (side != L_) sel_.push_back(inside(side, col) + " AS " + FlatName(reg_, side, col));
