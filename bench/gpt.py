@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
 
-    bench/gpt.py [repeats] [--small] [--drift STEPS]
+    bench/gpt.py [repeats] [--small] [--drift STEPS] [--node STEPS]
 
 For each size (the reference demo's: 1 layer, 2 heads, 16 channels,
 context 16, batch 4; and 2 layers, 4 heads, 64 channels, context 32,
@@ -19,6 +19,11 @@ batch 8), in one session, medians of `repeats` interleaved runs (ms):
   torch      PyTorch float64, one thread: forward + backward + AdamW step
 With --drift N: an N-step ddx_train run at the first size, the median step
 time of its first and last 100 steps.
+With --node N (alone): at the first size, the step with the contraction node on and
+off side by side: two sessions (ddx.contraction = all, off), each its own
+training run, N steps each taken in turn; the median step (wall) and the
+mean CPU time of each backend, and their ratios. (This machine's speed drifts
+by a quarter over minutes: only steps taken in turn compare.)
 """
 import os
 import statistics
@@ -35,6 +40,7 @@ import test_gpt as tg  # noqa: E402
 DB = "ddx_bench_gpt"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv else 0
+NODE = int(sys.argv[sys.argv.index("--node") + 1]) if "--node" in sys.argv else 0
 SMALL = "--small" in sys.argv  # the first size only
 SIZES = [(1, 2, 16, 16, 4), (2, 4, 64, 32, 8)]  # the second with half the repeats: ~3 min each
 STEP_SQL = ("SELECT * FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(), %s, beta2 => 0.99, weight_decay => 0.1, "
@@ -155,12 +161,48 @@ def drift(conn, steps):
           f"{100 * (last - first) / first:+.1f}%")
 
 
+def backend_cpu_ms(pid):
+    """The user + system CPU time of a backend so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def node_on_off(steps):
+    conn = psycopg2.connect(dbname=DB)
+    conn.autocommit = True
+    setup(conn, SIZES[0], steps + 10)
+    sessions = []
+    for setting in ("all", "off"):
+        c = psycopg2.connect(dbname=DB)
+        c.autocommit = True
+        cur = c.cursor()
+        cur.execute(f"SET ddx.contraction = '{setting}'")
+        cur.execute("SELECT pg_backend_pid()")
+        sessions.append((cur, cur.fetchone()[0], STEP_SQL.replace("'bench'", f"'bench {setting}'")))
+    wall, cpu = ([], []), ([], [])
+    for i in range(steps + 2):  # (the first two: programs built, plans made)
+        for k, (cur, pid, sql) in enumerate(sessions):
+            c0 = backend_cpu_ms(pid)
+            t = ms(cur, sql, (1e-3,))
+            if i >= 2:
+                wall[k].append(t)
+                cpu[k].append(backend_cpu_ms(pid) - c0)
+    on, off = statistics.median(wall[0]), statistics.median(wall[1])
+    con, coff = statistics.mean(cpu[0]), statistics.mean(cpu[1])
+    print(f"{SIZES[0]}: AdamW step, node on / off, {steps} steps each in turn: median {on:.0f} / {off:.0f} ms "
+          f"({off / on:.2f}x), backend CPU {con:.0f} / {coff:.0f} ms ({coff / con:.2f}x)", flush=True)
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     for f in ("gpt.sql", "load_gpl3.sql"):
         subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", "CREATE EXTENSION IF NOT EXISTS ddx",
                         "-f", os.path.join(HERE, "..", "examples", "gpt", f)], check=True, capture_output=True)
+    if NODE:  # (only the comparison)
+        node_on_off(NODE)
+        return
     conn = psycopg2.connect(dbname=DB)
     conn.autocommit = True
     print(f"GPT of examples/gpt, median of {REPEATS} interleaved runs (ms); ratios to the best forward plan")
