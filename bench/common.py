@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import psycopg2
+
 # the settings the runner (src/pg/runner.cpp) gives a program
 RUNNER = ("SET jit = off; SET enable_nestloop = off; SET enable_mergejoin = off; SET enable_sort = off; "
           "SET join_collapse_limit = 1; SET plan_cache_mode = force_generic_plan")
@@ -31,6 +33,18 @@ def all_stored(prog):
     that one later step reads is otherwise NOT MATERIALIZED, planned inside
     its reader; ddx_explain does the same)."""
     return prog.replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
+
+
+def node_session(db, setting):
+    """An autocommit cursor of a session of its own with ddx.contraction =
+    setting, set once: a changed setting plans the session's cached
+    statements (ddx's programs among them) again, which a session that
+    switched would time."""
+    conn = psycopg2.connect(dbname=db)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute(f"SET ddx.contraction = '{setting}'")
+    return cur
 
 
 def round_robin(cur, queries, repeats):

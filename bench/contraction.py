@@ -19,9 +19,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import numpy as np  # noqa: E402
-import psycopg2  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import interleaved  # noqa: E402
+from common import interleaved, node_session  # noqa: E402
 
 DB = "ddx_bench_contraction"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -47,14 +46,7 @@ def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     tm.psql("CREATE EXTENSION ddx;", db=DB)
-    sessions = []
-    for setting in ("off", "all"):
-        conn = psycopg2.connect(dbname=DB)
-        conn.autocommit = True
-        c = conn.cursor()
-        c.execute(f"SET ddx.contraction = '{setting}'")
-        sessions.append(c)
-    off, on = sessions
+    off, on = node_session(DB, "off"), node_session(DB, "all")
     print(f"median of {REPEATS} interleaved runs, ms; forward speedup = best forward without the node / with it")
     print(f"{'workload':<36} {'default':>8} {'nl off':>8} {'node':>8} {'fwd':>7} {'grad off':>8} {'grad on':>8} "
           f"{'grad':>7} {'torch f+b':>9} {'on/torch':>9}")

@@ -36,6 +36,7 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import test_gpt as tg  # noqa: E402
+from common import node_session  # noqa: E402
 
 DB = "ddx_bench_gpt"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
@@ -174,10 +175,7 @@ def node_on_off(steps):
     setup(conn, SIZES[0], steps + 10)
     sessions = []
     for setting in ("all", "off"):
-        c = psycopg2.connect(dbname=DB)
-        c.autocommit = True
-        cur = c.cursor()
-        cur.execute(f"SET ddx.contraction = '{setting}'")
+        cur = node_session(DB, setting)
         cur.execute("SELECT pg_backend_pid()")
         sessions.append((cur, cur.fetchone()[0], STEP_SQL.replace("'bench'", f"'bench {setting}'")))
     wall, cpu = ([], []), ([], [])

@@ -790,7 +790,8 @@ struct KeyTable {
   // One integer key of small values (0 <= v < dcap): its id at dmap[v], -1
   // none, without hashing; grown while the values stay within a few times
   // the keys' count (the matmul's backward: x's 16 column ids met in turn,
-  // KeyFind 5% of it).
+  // KeyFind 5% of it; a probe row's join key, looked up in jk through it,
+  // 8%). Every key below dcap is in dmap: a miss there is a miss.
   int32 *dmap;
   uint32 dcap;
 };
@@ -830,7 +831,7 @@ struct State {
   Oid *kcoll;
   bool *probe_first;
   bool *datum_eq;   // per join key: equal exactly when the Datums are (IntegerEquality)
-  bool int_keys;    // every join key so: both sides hashed by HashDatums
+  bool int_keys;    // every join key so: the build rows in runs (jk)
   bool *null_zero;  // per SUM: COALESCE(f * g, 0)
   bool *f4;         // per SUM: sum(float4) of float4mul
   bool *bf4, *pf4;  // per SUM: its build (probe) factor is a float4
@@ -847,20 +848,14 @@ struct State {
   uint32 nbuckets;
   // Integer join keys (int_keys): the build rows in runs of one key, in
   // the key's order of first appearance; a probe row finds its key's id in
-  // jk and pairs with run[id] .. run[id + 1] - 1, one lookup per probe row
-  // and none per pair (the matmul's 1.28M pairs walked a bucket chain,
-  // each compared by hash and key).
+  // jk (its dmap where the key is one small integer) and pairs with
+  // run[id] .. run[id + 1] - 1, one lookup per probe row and none per pair (the matmul's 1.28M pairs walked a bucket
+  // chain, each compared by hash and key).
   KeyTable jk;
   uint32 *rkid;    // per build row: its key's id (before the runs are formed)
   uint32 *run;     // jk.n + 1 starts
   bool *run_null;  // per run: a NULL factor in one of its rows
-  // One join key whose values span a range not much larger than their
-  // count: the key's id at direct[value - lo] (-1 none), without hashing
-  // (KeyFind was 8% of the matmul's gradient).
-  int32 *direct;
-  int64 lo;
-  uint64 span;
-  KeyTable g[2];  // group ids of the build and the probe side
+  KeyTable g[2];   // group ids of the build and the probe side
   Acc acc;
   // Dense groups (Dense*): per probe group id, a row of one cell per build
   // group id, while the build side has few groups.
@@ -1361,7 +1356,6 @@ bool Build(State *st) {
       st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bf4[a]);
     }
   }
-  st->direct = nullptr;
   if (runs && st->nrows > 0) {  // the rows by key: a counting sort, stable
     uint32 nkid = st->jk.n;
     uint32 *start = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * (nkid + 1)));
@@ -1394,22 +1388,6 @@ bool Build(State *st) {
     st->rf = f;
     st->rfnull = fnull;
     st->run = start;
-    if (nk == 1 && nkid > 0) {
-      int64 lo = PG_INT64_MAX, hi = PG_INT64_MIN;
-      for (uint32 k = 0; k < nkid; k++) {
-        int64 v = static_cast<int64>(st->jk.vals[k]);
-        lo = Min(lo, v);
-        hi = Max(hi, v);
-      }
-      uint64 span = static_cast<uint64>(hi) - static_cast<uint64>(lo) + 1;  // (no overflow: unsigned)
-      if (span != 0 && span <= 4 * static_cast<uint64>(nkid) + 1024) {
-        st->direct = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * span));
-        memset(st->direct, -1, sizeof(int32) * span);
-        for (uint32 k = 0; k < nkid; k++) st->direct[static_cast<uint64>(st->jk.vals[k]) - static_cast<uint64>(lo)] = k;
-        st->lo = lo;
-        st->span = span;
-      }
-    }
   } else if (!runs) {
     uint32 nb = 1;
     while (nb < st->nrows) nb <<= 1;
@@ -1501,9 +1479,8 @@ bool Build(State *st) {
       int32 kid;
       if (nk == 0) {  // a cross join: every build row in run 0 (KeyIntern)
         kid = 0;
-      } else if (st->direct) {
-        uint64 off = static_cast<uint64>(kv[0]) - static_cast<uint64>(st->lo);
-        kid = off < st->span ? st->direct[off] : -1;
+      } else if (st->jk.dcap > 0 && static_cast<uint64>(kv[0]) < st->jk.dcap) {
+        kid = st->jk.dmap[static_cast<uint64>(kv[0])];  // (every key below dcap is in dmap)
       } else {
         uint32 h, slot_at;
         kid = KeyFind(&st->jk, kv, kn, &h, &slot_at);
