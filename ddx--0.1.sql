@@ -1301,62 +1301,64 @@ BEGIN
   PERFORM _ddx.run_prune(run_name);
 END $$;
 
+-- The gradient programs behind a statement, as grad's calls carry them
+-- (EXPLAIN VERBOSE shows them in the calls' arguments), in order of first
+-- appearance. Over Citus tables a program is two variants (src/pg/runner.h),
+-- kept whole here.
+CREATE FUNCTION _ddx.statement_programs(statement text) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+  plan jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
+  RETURN QUERY
+    SELECT prog FROM (
+      SELECT replace(m[1], '''''', '''') AS prog, min(o.n) AS first
+        FROM jsonb_path_query(plan, 'strict $.**.Output[*]') WITH ORDINALITY o(v, n),
+             regexp_matches(o.v #>> '{}', 'ddx_grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
+       GROUP BY 1) q
+     ORDER BY first;
+END $$;
+
+-- EXPLAIN (options) of a program as the runner plans it: its settings, and
+-- over Citus tables the variant it runs (src/pg/runner.cpp). Not for direct use.
+CREATE FUNCTION _ddx.explain_program(program text, options text) RETURNS SETOF text
+  AS 'MODULE_PATHNAME', 'ddx_explain_program' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
 -- ddx_explain: the gradient programs behind a statement, step by step: each
 -- step's name, kind (forward: a saved relation; backward: a cotangent or a
 -- shared pass over a region) and SQL; with run_analyze, each step's rows and the
 -- time until it was complete (ms, from the start of the program), measured by
--- running the program under the settings ddx runs it with (with every step
--- stored: a backward step that one later step reads is otherwise NOT
--- MATERIALIZED, planned inside its reader).
+-- running the program as the runner runs it (with every step stored: a
+-- backward step that one later step reads is otherwise NOT MATERIALIZED,
+-- planned inside its reader). Over Citus tables in place, Citus plans the
+-- program as distributed subplans, not a plan node per step: rows and ms
+-- stay NULL there, and ddx_explain_plan shows the subplans.
 CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
 RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
 LANGUAGE plpgsql AS $$
 DECLARE
-  plan jsonb;
   prog text;
   parts text[];
   p int := 0;
-  old_path text := current_setting('search_path');
-  old_jit text := current_setting('jit');
-  old_nl text := current_setting('enable_nestloop');
-  old_mj text := current_setting('enable_mergejoin');
-  old_sort text := current_setting('enable_sort');
-  old_jcl text := current_setting('join_collapse_limit');
   aplan jsonb;
 BEGIN
-  EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
-  FOR prog IN
-    SELECT DISTINCT replace(m[1], '''''', '''')
-      FROM jsonb_path_query(plan, 'strict $.**.Output[*]') o(v),
-           regexp_matches(o.v #>> '{}', 'ddx_grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
-  LOOP
+  FOR prog IN SELECT * FROM _ddx.statement_programs(statement) LOOP
     p := p + 1;
-    -- over Citus data tables: the program with them gathered, or, with
-    -- ddx.citus_in_place on, in place (which the runner runs where Citus can
-    -- plan it, else the gathered one)
+    IF run_analyze THEN
+      -- every step stored, so that each has its rows and time (a step that
+      -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
+      SELECT string_agg(l, E'\n')::jsonb INTO aplan
+        FROM _ddx.explain_program(replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED ('),
+                                  'ANALYZE, FORMAT JSON') l;
+    END IF;
+    -- over Citus data tables: the variant the runner chooses (in place with
+    -- ddx.citus_in_place on, where Citus can plan it; else gathered)
     IF starts_with(prog, E'-- ddx: Citus tables in place\n') THEN
       prog := split_part(substr(prog, 31), E'\n-- ddx: Citus tables gathered\n',
                          CASE WHEN current_setting('ddx.citus_in_place', true) = 'on' THEN 1 ELSE 2 END);
     END IF;
     parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');
-    IF run_analyze THEN
-      -- every step stored, so that each has its rows and time (a step that
-      -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
-      prog := replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED (');
-      PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
-      PERFORM set_config('jit', 'off', true);
-      PERFORM set_config('enable_nestloop', 'off', true);
-      PERFORM set_config('enable_mergejoin', 'off', true);
-      PERFORM set_config('enable_sort', 'off', true);
-      PERFORM set_config('join_collapse_limit', '1', true);
-      EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || prog INTO aplan;
-      PERFORM set_config('search_path', old_path, true);
-      PERFORM set_config('jit', old_jit, true);
-      PERFORM set_config('enable_nestloop', old_nl, true);
-      PERFORM set_config('enable_mergejoin', old_mj, true);
-      PERFORM set_config('enable_sort', old_sort, true);
-      PERFORM set_config('join_collapse_limit', old_jcl, true);
-    END IF;
     FOR i IN 1 .. array_length(parts, 1) LOOP
       program := p;
       step := i;
@@ -1375,6 +1377,29 @@ BEGIN
          WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name
          LIMIT 1;
       END IF;
+      RETURN NEXT;
+    END LOOP;
+  END LOOP;
+END $$;
+
+-- ddx_explain_plan: EXPLAIN of each gradient program behind a statement, as
+-- the runner plans it (its planner settings; over Citus tables, the variant
+-- that runs: in place or gathered), one row per line; with run_analyze, the
+-- program runs (read-only) and the plan has its rows and times. On Citus it
+-- shows where the work runs: each distributed subplan, its tasks and the
+-- workers they ran on, and with run_analyze the bytes of each intermediate
+-- result ("Intermediate Data Size"), which is what crosses the network.
+CREATE FUNCTION ddx_explain_plan(statement text, run_analyze boolean DEFAULT false)
+RETURNS TABLE (program int, line text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  prog text;
+  p int := 0;
+BEGIN
+  FOR prog IN SELECT * FROM _ddx.statement_programs(statement) LOOP
+    p := p + 1;
+    program := p;
+    FOR line IN SELECT * FROM _ddx.explain_program(prog, CASE WHEN run_analyze THEN 'ANALYZE' ELSE 'COSTS' END) LOOP
       RETURN NEXT;
     END LOOP;
   END LOOP;

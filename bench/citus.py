@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """ddx on Citus beside plain tables, on the same cluster (scripts/citus.sh start).
 
-    eval "$(scripts/citus.sh env)"; bench/citus.py [repeats] [--workers 1] [--in-place]
+    eval "$(scripts/citus.sh env)"; bench/citus.py [repeats] [--workers 1] [--gathered]
 
 --workers 1 takes the second worker out of a freshly started cluster first
 (scripts/citus.sh start), for the step's cost by the number of workers;
---in-place sets ddx.citus_in_place (the programs' data read in place).
+--gathered sets ddx.citus_in_place = off (the programs read the Citus tables
+gathered on the coordinator; by default their data is read in place).
 
 For the linear model and the 2-layer MLP over S samples: the forward loss
 query under its best plan (default, nested loops off, or the contraction
@@ -29,15 +30,15 @@ import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import RUNNER, interleaved  # noqa: E402
+from common import interleaved  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("repeats", type=int, nargs="?", default=5)
 ap.add_argument("--workers", type=int, choices=[1, 2], default=2)
-ap.add_argument("--in-place", action="store_true")
+ap.add_argument("--gathered", action="store_true")
 ap.add_argument("--models", default="", help="comma-separated subset of linear,mlp,matmul,embed")
 args = ap.parse_args()
-REPEATS, WORKERS, IN_PLACE = args.repeats, args.workers, args.in_place
+REPEATS, WORKERS, IN_PLACE = args.repeats, args.workers, not args.gathered
 S, F, H = 4096, 16, 16
 MI, MK, MJ = 10000, 16, 8  # the matmul's shape
 
@@ -97,42 +98,25 @@ def setup(cur):
     cur.execute("SET citus.enable_repartition_joins = on")
 
 
-# (the markers between a program's two variants, as the runner writes them;
-# not to be confused with the --in-place flag)
-MARK_IN_PLACE, MARK_GATHERED = "-- ddx: Citus tables in place\n", "\n-- ddx: Citus tables gathered\n"
-
-
 def intermediate_bytes(cur, grad_sql):
-    """{variant: (bytes, results)} of the program's variants (src/pg/runner.h)."""
-    cur.execute("EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql)
-    plan = "\n".join(r[0] for r in cur.fetchall())
-    m = re.search(r"ddx_grad_(?:at|key)\('(.*?)'::text, \d", plan, re.S)
-    prog = m.group(1).replace("''", "'")
-    variants = {"gathered": prog}
-    if prog.startswith(MARK_IN_PLACE):
-        in_place, gathered = prog[len(MARK_IN_PLACE):].split(MARK_GATHERED)
-        variants = {"in place": in_place, "gathered": gathered}
+    """{setting: (bytes, results)}: the intermediate results of the gradient
+    program as the runner runs it with ddx.citus_in_place on and off
+    (ddx_explain_plan's EXPLAIN ANALYZE, "Intermediate Data Size" summed
+    over its distributed subplans; on: in place where Citus can plan it,
+    else gathered)."""
     out = {}
-    for name, sql in variants.items():
-        # (the settings go to the workers' tasks too, as the runner sends
-        # them; in place, the runner leaves the joins' order to the planner:
-        # CitusTaskSettings in src/pg/runner.cpp)
-        settings = RUNNER.replace("SET ", "SET LOCAL ")
-        if name == "in place":
-            settings = settings.replace("SET LOCAL join_collapse_limit = 1; ", "")
-        cur.execute("BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; "
-                    "SET LOCAL search_path = pg_catalog, pg_temp; " + settings)
+    for setting in ("on", "off"):
+        cur.execute(f"SET ddx.citus_in_place = {setting}")
         try:
-            cur.execute("EXPLAIN ANALYZE " + sql)
+            cur.execute("SELECT line FROM ddx_explain_plan(%s, true)", (grad_sql,))
             text = "\n".join(r[0] for r in cur.fetchall())
         except psycopg2.Error as e:
-            out[name] = str(e).splitlines()[0]
-            cur.execute("ROLLBACK")
+            out[setting] = str(e).splitlines()[0]
             continue
-        cur.execute("ROLLBACK")
         unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
         sizes = [float(n) * unit[u] for n, u in re.findall(r"Intermediate Data Size: ([\d.]+) (bytes|kB|MB|GB)", text)]
-        out[name] = (sum(sizes), len(sizes))
+        out[setting] = (sum(sizes), len(sizes))
+    cur.execute(f"SET ddx.citus_in_place = {'on' if IN_PLACE else 'off'}")
     return out
 
 
@@ -172,8 +156,7 @@ def main():
         cur.execute("SELECT count(*) FROM pg_dist_node WHERE nodeport = 54342")
         if cur.fetchone()[0]:
             cur.execute("SELECT citus_remove_node('localhost', 54342)")
-    if IN_PLACE:
-        cur.execute("SET ddx.citus_in_place = on")
+    cur.execute(f"SET ddx.citus_in_place = {'on' if IN_PLACE else 'off'}")
     cur.execute("SELECT count(*) FROM citus_get_active_worker_nodes()")
     print(f"{cur.fetchone()[0]} worker(s), ddx.citus_in_place = {'on' if IN_PLACE else 'off'}")
     setup(cur)
@@ -209,9 +192,9 @@ def main():
             label = "plain" if k == "_p" else "Citus"
             print(f"{name:<8} {label:<7} {fwd:8.0f} {g1:8.0f} {g1 / fwd:8.2f}x {g:8.0f} {g / fwd:8.2f}x {st:8.0f} "
                   f"{st / fwd:8.2f}x", flush=True)
-        for variant, r in intermediate_bytes(cur, rows["_c"]).items():
+        for setting, r in intermediate_bytes(cur, rows["_c"]).items():
             what = r if isinstance(r, str) else f"{r[1]} intermediate results, {r[0] / 1024:.0f} kB"
-            print(f"{name:<8} Citus gradient program, tables {variant}: {what}", flush=True)
+            print(f"{name:<8} Citus gradient program, ddx.citus_in_place = {setting}: {what}", flush=True)
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ run_soak 2
 unset PGOPTIONS
 
 # Twice, each on a fresh cluster: programs over the Citus tables gathered
-# (the default), then with the data in place (ddx.citus_in_place).
+# (ddx.citus_in_place = off), then with the data in place (the default).
 for setting in off on; do
   note "Citus: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source), ddx.citus_in_place = $setting"
   scripts/citus.sh start >build/citus.log 2>&1

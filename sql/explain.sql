@@ -19,3 +19,20 @@ SHOW enable_nestloop;
 -- two losses in one statement: two programs
 SELECT program, count(*) FROM ddx_explain($$WITH a AS (SELECT sum(val) AS l FROM w), b AS (SELECT sum(val * val) AS l FROM w)
   SELECT grad('a', val), grad('b', val) FROM w$$) GROUP BY program ORDER BY program;
+-- ddx_explain_plan: EXPLAIN of the program as the runner plans it (its
+-- settings: the program's grouped sums of products planned with the
+-- contraction node); with run_analyze it runs, read-only
+SET ddx.contraction = programs;
+SELECT bool_or(line ~ 'Custom Scan \(ddx contraction\)') AS node, bool_or(line ~ 'actual time') AS analyzed
+  FROM ddx_explain_plan($$WITH loss AS (SELECT sum(z * z) AS l FROM
+                          (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) t)
+                        SELECT grad('loss', w.val) FROM w$$, true);
+RESET ddx.contraction;
+SELECT program, count(*) > 0 AS lines FROM ddx_explain_plan($$WITH a AS (SELECT sum(val) AS l FROM w), b AS (SELECT sum(val * val) AS l FROM w)
+  SELECT grad('a', val), grad('b', val) FROM w$$) GROUP BY program ORDER BY program;
+SHOW enable_nestloop;
+SELECT count(*) FROM w;
+-- the function under it explains programs only
+SELECT * FROM _ddx.explain_program('DELETE FROM explain.w', 'ANALYZE');
+SELECT * FROM _ddx.explain_program('WITH d AS (DELETE FROM explain.w RETURNING 1) SELECT 1', 'ANALYZE');
+SELECT * FROM _ddx.explain_program('WITH a AS (SELECT 1) SELECT 1', 'ANALYZE; DELETE');

@@ -35,6 +35,7 @@
 //
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
+#include <cctype>
 #include <cstring>
 
 #include "ddx/core/program.h"
@@ -45,6 +46,7 @@ extern "C" {
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
 #include "executor/spi.h"
@@ -68,12 +70,13 @@ PG_FUNCTION_INFO_V1(ddx_grad_at);
 PG_FUNCTION_INFO_V1(ddx_grad_key);
 PG_FUNCTION_INFO_V1(ddx_stop_gradient);
 PG_FUNCTION_INFO_V1(ddx_jvp_rows);
+PG_FUNCTION_INFO_V1(ddx_explain_program);
 }
 
 namespace {
 
 bool show_sql = false;        // ddx.show_sql
-bool citus_in_place = false;  // ddx.citus_in_place
+bool citus_in_place = true;  // ddx.citus_in_place
 
 struct GradKey {
   Oid toid;
@@ -676,6 +679,90 @@ Datum ddx_jvp_rows(PG_FUNCTION_ARGS) {
   PG_RETURN_NULL();
 }
 
+// ddx_explain_program(program, options): the lines of EXPLAIN (options) of a
+// gradient program, planned as the runner plans it: under the programs'
+// settings and, over Citus tables, the variant the runner runs (in place
+// where ddx.citus_in_place is on and Citus can plan it, with the in-place
+// settings sent to the workers; else gathered). That is the plan a user
+// needs to see where the work runs: Citus's EXPLAIN shows each distributed
+// subplan's tasks and the workers they ran on and, with ANALYZE, the bytes
+// of each intermediate result. ddx_explain and ddx_explain_plan call it.
+// Not a kept plan: planned anew, as EXPLAIN does. options is a list of
+// EXPLAIN options (letters, commas, spaces only); the program must be a
+// program (a WITH query, or the two Citus variants).
+Datum ddx_explain_program(PG_FUNCTION_ARGS) {
+  ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+  if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("ddx_explain_program must be called in FROM")));
+  char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  char *options = text_to_cstring(PG_GETARG_TEXT_PP(1));
+  for (const char *c = options; *c; c++)
+    if (!isalpha((unsigned char)*c) && *c != ',' && *c != ' ' && *c != '_')
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid EXPLAIN options \"%s\"", options)));
+  size_t lead = strlen(ddx::pg::kInPlace);
+  bool variants = strncmp(sql, ddx::pg::kInPlace, lead) == 0;
+  if (!variants && pg_strncasecmp(sql, "WITH ", 5) != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("not a ddx gradient program"),
+                    errhint("ddx_explain and ddx_explain_plan show the programs behind a statement.")));
+  MemoryContext per_query = rsinfo->econtext->ecxt_per_query_memory;
+  MemoryContext old = MemoryContextSwitchTo(per_query);
+  TupleDesc desc = CreateTemplateTupleDesc(1);
+  TupleDescInitEntry(desc, (AttrNumber)1, "line", TEXTOID, -1, 0);
+  Tuplestorestate *store = tuplestore_begin_heap(true, false, work_mem);
+  MemoryContextSwitchTo(old);
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+  int nest = ProgramSettings();
+  const char *text = sql;
+  bool pushed = false;
+  if (variants) {
+    const char *cut = strstr(sql, ddx::pg::kGathered);
+    if (!cut) elog(ERROR, "ddx: a program over Citus tables without its gathered variant");
+    char *in_place = pnstrdup(sql + lead, cut - sql - lead);
+    SPIPlanPtr plan = citus_in_place ? PlanInPlace(in_place, 0, NULL) : NULL;
+    if (plan) {
+      SPI_freeplan(plan);
+      text = in_place;
+      pushed = true;
+    } else {
+      text = cut + strlen(ddx::pg::kGathered);
+    }
+  }
+  // A program is one SELECT and writes nothing; with ANALYZE, EXPLAIN runs
+  // what it explains, so anything else is refused before it runs.
+  SPIPlanPtr check = SPI_prepare(text, 0, NULL);
+  if (!check) elog(ERROR, "ddx: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  ListCell *lc;
+  foreach (lc, SPI_plan_get_plan_sources(check)) {
+    CachedPlanSource *ps = (CachedPlanSource *)lfirst(lc);
+    ListCell *qc;
+    bool writes = ps->commandTag != CMDTAG_SELECT;
+    foreach (qc, ps->query_list) writes = writes || ((Query *)lfirst(qc))->hasModifyingCTE;
+    if (writes) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("not a ddx gradient program")));
+  }
+  SPI_freeplan(check);
+  if (pushed) InPlaceSettings();  // (restored with the program's settings)
+  StringInfoData q;
+  initStringInfo(&q);
+  appendStringInfo(&q, "EXPLAIN (%s) %s", options, text);
+  // not read-only: SPI refuses a utility statement there (CommandIsReadOnly)
+  int rc = SPI_execute(q.data, false, 0);
+  if (rc != SPI_OK_UTILITY && rc != SPI_OK_SELECT) elog(ERROR, "ddx: EXPLAIN failed: %s", SPI_result_code_string(rc));
+  for (uint64 i = 0; i < SPI_processed; i++) {
+    bool isnull;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+    old = MemoryContextSwitchTo(per_query);
+    Datum line = isnull ? (Datum)0 : datumCopy(d, false, -1);
+    tuplestore_putvalues(store, desc, &line, &isnull);
+    MemoryContextSwitchTo(old);
+  }
+  AtEOXact_GUC(true, nest);
+  SPI_finish();
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = desc;
+  PG_RETURN_NULL();
+}
+
 }  // extern "C"
 
 namespace ddx::pg {
@@ -688,11 +775,11 @@ void DefineRunnerSettings() {
                            &show_sql, false, PGC_USERSET, 0, NULL, NULL, NULL);
   DefineCustomBoolVariable("ddx.citus_in_place",
                            "Runs gradient programs over Citus tables with the data in place, on the workers.",
-                           "Off: the program reads every Citus table through one copy gathered on the coordinator "
-                           "(every program runs so). On: the data tables are read in place, where Citus can plan it, "
-                           "so that the per-row work runs on the workers; measured faster for a linear model, slower "
-                           "for an MLP whose hidden layer is sent back to the workers (bench/citus.py).",
-                           &citus_in_place, false, PGC_USERSET, 0, NULL, NULL, NULL);
+                           "On (the default): the data tables are read in place where Citus can plan it, so that "
+                           "the per-row work runs on the workers and only partial sums cross the network; where "
+                           "Citus cannot, the program reads them gathered on the coordinator. Off: always gathered "
+                           "(every program runs so; bench/citus.py measures both).",
+                           &citus_in_place, true, PGC_USERSET, 0, NULL, NULL, NULL);
   MarkGUCPrefixReserved("ddx");
 }
 

@@ -19,14 +19,17 @@ table, a Citus parameter table without a primary key, and forward mode
 The plain tables are the oracle world: ddx's gradients there are checked
 against finite differences and PyTorch by the other suites.
 
-With PGOPTIONS="-c ddx.citus_in_place=on" the same checks run the programs
-with the data in place (pushed down to the workers where Citus can plan
-it), and check that they were, or that the runner fell back.
+With ddx.citus_in_place on (the default) the checks run the programs with
+the data in place (pushed down to the workers where Citus can plan it),
+and check that they were, or that the runner fell back; with
+PGOPTIONS="-c ddx.citus_in_place=off" the same checks run the programs
+over the Citus tables gathered on the coordinator.
 
 Closes with "citus: N passed, N failed".
 """
 import collections
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -128,7 +131,19 @@ def citus_kind(cur, name):
 FELL_BACK = "Citus cannot run the gradient program with its tables in place"
 
 
-IN_PLACE = "ddx.citus_in_place=on" in os.environ.get("PGOPTIONS", "")
+
+
+def setting(name):
+    """A setting as this test's sessions have it (PGOPTIONS, or the default)."""
+    c = connect()
+    k = c.cursor()
+    k.execute(f"SELECT current_setting('{name}')")
+    value = k.fetchone()[0]
+    c.close()
+    return value
+
+
+IN_PLACE = setting("ddx.citus_in_place") == "on"
 
 
 def in_place(sql, setup=None, after=None):
@@ -256,6 +271,31 @@ def check_pushdown(cur):
             report(f"... the gathered program exceeds the cap", "max_intermediate_result_size" in str(e.pgerror),
                    str(e.pgerror).strip()[:300])
         c.close()
+    # What a user reads: ddx_explain_plan's EXPLAIN ANALYZE of the program as
+    # the runner runs it. In place, the per-sample sums run as Citus tasks,
+    # one per shard, on the workers, and the intermediate results (what
+    # crosses the network) are a few partial sums; gathered, the data's rows.
+    sql = MLP.format(**q) + f" SELECT t.f, t.j, grad('loss', t.val) FROM {q['w1']} t"
+    for mode in ("on", "off"):
+        c = connect()
+        k = c.cursor()
+        k.execute(f"SET ddx.citus_in_place = {mode}")
+        k.execute("SET citus.explain_all_tasks = on")  # (else one task of each subplan is shown)
+        k.execute("SELECT line FROM ddx_explain_plan(%s, true)", (sql,))
+        plan = [r[0] for r in k.fetchall()]
+        c.close()
+        unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2}
+        sizes = [float(m.group(1)) * unit[m.group(2)] for m in
+                 (re.search(r"Intermediate Data Size: ([\d.]+) (bytes|kB|MB)", line) for line in plan) if m]
+        shards = sum(1 for line in plan if re.search(r"Task Count: 32$", line))
+        workers = {m.group(1) for m in (re.search(r"Node: host=\S+ port=(\d+)", line) for line in plan) if m}
+        if mode == "on":
+            report("ddx_explain_plan, in place: per-shard tasks on both workers, intermediate results under 16 kB "
+                   "(the MLP's first layer)", shards >= 2 and {"54341", "54342"} <= workers and 0 < sum(sizes) < 16384,
+                   f"{shards} subplans of 32 tasks, nodes {sorted(workers)}, {len(sizes)} results, {sum(sizes):.0f} bytes")
+        else:
+            report("ddx_explain_plan, gathered: the data's rows cross (intermediate results over the 16 kB cap)",
+                   sum(sizes) > 16384, f"{len(sizes)} results, {sum(sizes):.0f} bytes")
 
 
 def train_both(cur, label, n, p):
