@@ -579,7 +579,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
   st regclass;
 BEGIN
-  FOR st IN SELECT s.state FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
+  -- Only the state tables of the tables the run stepped (run_param, which a
+  -- step writes in the transaction that writes its state rows): on Citus, a
+  -- DELETE from another run's reference or distributed state table modifies
+  -- its placements over connections of their own, and Citus then refuses
+  -- (25001) the step's program that reads co-located placements (every
+  -- reference table's) over others in the same transaction.
+  FOR st IN SELECT DISTINCT s.state FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
+              JOIN _ddx.run_param p ON p.run = r.id AND p.param = s.param
              WHERE r.id = run_id AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = s.state) LOOP
     EXECUTE format('DELETE FROM %s s WHERE s.run = $1', st) USING run_id;
   END LOOP;
