@@ -12,15 +12,13 @@ import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import RUNNER, all_stored, program_of, round_robin  # noqa: E402
+from common import RUNNER, all_stored, program_of, round_robin, torch_ms  # noqa: E402
 
 DB = "ddx_bench"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -61,13 +59,6 @@ def program_stats(grad_sql):
     return steps, largest
 
 
-def torch_time(fn):
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def agreement(ctes, params, torch_grads):
@@ -93,7 +84,7 @@ def workload(name, ctes, params, torch_fn=None):
     steps, largest = program_stats(grad_sql)
     tt, agree = "        -", "      -"
     if torch_fn:
-        tt = f"{torch_time(torch_fn):9.2f}"
+        tt = f"{torch_ms(torch_fn):9.2f}"
         agree = f"{agreement(ctes, params, torch_fn()):7.0e}"
     print(f"{name:<40} {fwd:9.1f} {grd:10.1f} {grd / fwd:6.2f} {steps:6d} {largest:10d} {tt} {agree}", flush=True)
 

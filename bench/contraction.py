@@ -11,22 +11,20 @@ and, for the matmul, PyTorch's forward+backward (float64, one thread).
 Workloads: the matmul, the 2-layer MLP and causal attention of bench.py.
 """
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import interleaved, node_session  # noqa: E402
+from common import interleaved, node_session, torch_ms  # noqa: E402
 
 DB = "ddx_bench_contraction"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 
 
-def row(off, on, name, ctes, params, torch_ms=None):
+def row(off, on, name, ctes, params, torch_time=None):
     forward = f"WITH {ctes} SELECT l FROM loss"
     grad = f"WITH {ctes} " + " UNION ALL ".join(f"SELECT '{p}' AS t, grad('loss', {p}.val) AS g FROM {p}" for p in params)
     nl, dflt = "SET enable_nestloop = off; ", "RESET enable_nestloop; "
@@ -37,7 +35,7 @@ def row(off, on, name, ctes, params, torch_ms=None):
     # that switched would time
     d, nloff, fon_d, fon_nl, goff, gon = interleaved(runs, REPEATS)
     best, fon = min(d, nloff), min(fon_d, fon_nl)
-    t = f"{torch_ms:9.2f} {(fon + gon) / torch_ms:8.0f}x" if torch_ms else f"{'-':>9} {'-':>9}"
+    t = f"{torch_time:9.2f} {(fon + gon) / torch_time:8.0f}x" if torch_time else f"{'-':>9} {'-':>9}"
     print(f"{name:<36} {d:8.0f} {nloff:8.0f} {fon:8.0f} {best / fon:6.1f}x {goff:8.0f} {gon:8.0f} {goff / gon:6.1f}x {t}",
           flush=True)
 
@@ -53,20 +51,18 @@ def main():
     X = np.random.default_rng(1).normal(size=(10000, 16))
     W = np.random.default_rng(2).normal(size=(16, 8)) / 4
     tm.psql(tm.matrix("x", X) + tm.matrix("w", W) + "ANALYZE;", db=DB)
-    torch_ms = None
+    torch_time = None
     try:
         import torch
         torch.set_num_threads(1)
-        times = []
-        for _ in range(max(REPEATS, 5)):
-            t0 = time.perf_counter()
+
+        def step():
             w = torch.tensor(W, requires_grad=True)
             (torch.tanh(torch.tensor(X) @ w) ** 2).sum().backward()
-            times.append((time.perf_counter() - t0) * 1000)
-        torch_ms = statistics.median(times)
+        torch_time = torch_ms(step)
     except ImportError:
         pass
-    row(off, on, "matmul 10000x16 . 16x8 (w)", tm.MATMUL_SQL, ["w"], torch_ms)
+    row(off, on, "matmul 10000x16 . 16x8 (w)", tm.MATMUL_SQL, ["w"], torch_time)
 
     X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
     tm.psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) +
