@@ -554,6 +554,38 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
   }
 }
 
+// A hidden layer whose sample id is a bigint: in place on Citus its rid is
+// the two keys packed into a numeric (k0 * 2^64 + (k1 + 2^63)), computed per
+// row, with the keys beside it, so that it is recomputed on the workers; not
+// row_number(), which Citus computes on the coordinator (the layer gathered).
+// Off Citus it keeps row_number().
+TEST(Program, BigintKeysPackIntoANumericRidInPlace) {
+  const Type kI8{"pg_catalog.int8", false};
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI8, kI4, kF8}, {-1, -1, -1});
+  x->notnull = {true, true, false};
+  RelP w1 = Scan("public.w1", {"f", "j", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  w1->notnull = {true, true, false};
+  RelP xw = Join(x, w1, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP h = Aggregate(Project(xw, {Col(0, kI8), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
+                     {kI8, kI4, kF8});
+  RelP w2 = Scan("public.w2", {"j", "val"}, {kI4, kF8}, {-1, 1});
+  RelP hw = Join(Project(h, {Col(0, kI8), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
+                 Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP loss = SumOfSquares(SumBy(hw, Col(0, kI8), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  MarkCitus(loss);
+  Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
+  EXPECT_EQ(ParseError(in.sql), "") << in.sql;
+  EXPECT_NE(in.sql.find("AS pg_catalog.numeric) * 18446744073709551616 + (CAST("), std::string::npos) << in.sql;
+  EXPECT_NE(in.sql.find("n.rk0_0 AS rk0, n.rk0_1 AS rk1"), std::string::npos) << in.sql;
+  const std::regex recomputed("\\nf([0-9]+) AS NOT MATERIALIZED \\(SELECT \\(CAST");
+  EXPECT_TRUE(std::regex_search(in.sql, recomputed)) << in.sql;
+  for (const Program &p : {BuildGradientProgram(loss), Build(loss)}) {
+    EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+    EXPECT_EQ(p.sql.find("numeric"), std::string::npos) << p.sql;
+    EXPECT_NE(p.sql.find("row_number()"), std::string::npos) << p.sql;
+  }
+}
+
 // A sum's adjoint is NULL where its argument is: tested on the columns the
 // argument is strict in, not on its value (nothing to test where they cannot
 // be NULL), and a value that no derivative reads is not computed
