@@ -266,9 +266,9 @@ def check_pushdown(cur):
             k.execute("SET ddx.citus_in_place = off")
             k.execute(sql)
             k.fetchall()
-            report(f"... the gathered program exceeds the cap", False, "it ran")
+            report("... the gathered program exceeds the cap", False, "it ran")
         except psycopg2.Error as e:
-            report(f"... the gathered program exceeds the cap", "max_intermediate_result_size" in str(e.pgerror),
+            report("... the gathered program exceeds the cap", "max_intermediate_result_size" in str(e.pgerror),
                    str(e.pgerror).strip()[:300])
         c.close()
     # The sample id a bigint: the hidden layer's rid packs its two keys into
@@ -651,7 +651,7 @@ def main():
         fd = (ls[0] - ls[1]) / (2 * h)
         worst = max(worst, abs(fd - eg["_e"][key]) / max(1.0, abs(fd)))
     report("... and finite differences of the loss", worst < 1e-6, f"error {worst}")
-    cur.execute(f"SELECT ddx_schedule_constant('lr_emb', 0.05, 4)")
+    cur.execute("SELECT ddx_schedule_constant('lr_emb', 0.05, 4)")
     for k in ("_e", "_ep"):
         cur.execute("CALL ddx_train(%s, %s, 4, 'lr_emb', state_name => %s, log_every => 1)",
                     (emb_loss.format(k=k) + " SELECT l FROM loss", [f"emb{k}.val"], "emb" + k))

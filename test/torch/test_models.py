@@ -11,7 +11,6 @@ environment). Prints one line per check and closes with
 "torch: N passed, N failed".
 """
 import math
-import os
 import subprocess
 import sys
 

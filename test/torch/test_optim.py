@@ -12,7 +12,6 @@ Closes with "optim: N passed, N failed".
 import math
 import sys
 
-import numpy as np
 import torch
 
 import test_models as tm
