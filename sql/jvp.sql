@@ -86,6 +86,17 @@ SELECT q.g, jvp(q.t, 'ja.val', 'jta') AS d FROM (SELECT g, sum(val * val) AS t F
 -- ReLU written GREATEST(x, 0): tangent 0 at the tie (k = 1: 0.5 - 0.5 = 0), as in reverse mode.
 WITH o AS (SELECT k, greatest(val - 0.5, 0) AS v FROM jw)
 SELECT k, jvp(o.v, 'jw.val', 'jtw') + 0 AS d FROM o ORDER BY k;  -- (+ 0: -0 is 0)
+-- GREATEST ignores a NULL argument: GREATEST(n.v * w.val, w.val + 0.5) with n.v NULL
+-- is w.val + 0.5, and so is its tangent (it was NULL: the NULL argument's
+-- partial, 0, times its tangent, NULL). Closed form: t_k where the first
+-- argument is NULL, else t_k times the partial of the larger one.
+CREATE TABLE jn (s int, k int, v float8);
+INSERT INTO jn VALUES (1, 1, NULL), (1, 2, 2.0), (2, 3, NULL), (2, 1, 0.1);
+WITH o AS (SELECT n.s, n.k, greatest(n.v * w.val, w.val + 0.5) AS g FROM jn n JOIN jw w ON w.k = n.k)
+SELECT o.s, o.k, jvp(o.g, 'jw.val', 'jtw') = (SELECT t.val * CASE WHEN n.v * w.val > w.val + 0.5 THEN n.v ELSE 1 END
+                                              FROM jn n JOIN jw w ON w.k = n.k JOIN jtw t ON t.k = n.k
+                                              WHERE n.s = o.s AND n.k = o.k) AS matches
+FROM o ORDER BY o.s, o.k;
 
 -- A LEFT join whose right side is a saved step (an aggregate): missing rows
 -- have NULL values and NULL tangents. Closed form: x.v · t of w's row k + 1.
@@ -189,4 +200,4 @@ SET client_min_messages = warning;
 DROP SCHEMA newton_cg CASCADE;
 RESET client_min_messages;
 DROP FUNCTION jfd_along(float8);
-DROP TABLE jw, jb, jx, jtw, jtb, ja, jta;
+DROP TABLE jw, jb, jx, jtw, jtb, ja, jta, jn;

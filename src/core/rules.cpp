@@ -100,9 +100,9 @@ std::string ExtremumPartial(size_t i, const Args &a, const std::string &y) {
   return "(CASE WHEN " + a[i] + " = " + y + later + " THEN 1::float8 ELSE 0::float8 END)";
 }
 const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { return EmitCall("GREATEST", a); },
-                     ExtremumPartial};
+                     ExtremumPartial, true};
 const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); },
-                  ExtremumPartial};
+                  ExtremumPartial, true};
 
 const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,   &kLog10,
                               &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,      &kAsin, &kAcos, &kAtan,

@@ -42,7 +42,11 @@ std::string Pass::TangentSql(const Region &reg, const ExprP &e) const {
       for (size_t i = 0; i < e->args.size(); i++) {
         if (!IsActive(e->args[i], act)) continue;
         std::string p = rule->partial(i, a, y), t = TangentSql(reg, e->args[i]);
-        terms.push_back(p == "1" ? "(" + t + ")" : p == "-1" ? "(- (" + t + "))" : "((" + p + ") * (" + t + "))");
+        std::string term = p == "1" ? "(" + t + ")" : p == "-1" ? "(- (" + t + "))" : "((" + p + ") * (" + t + "))";
+        // (GREATEST(x * NULL, x + 0.5) is x + 0.5: the NULL argument's term
+        // is 0, not its partial 0 times its tangent NULL)
+        if (rule->skips_nulls) term = "(CASE WHEN " + a[i] + " IS NULL THEN 0::float8 ELSE " + term + " END)";
+        terms.push_back(term);
       }
       return terms.empty() ? kZero : "(" + Join(terms, " + ") + ")";
     }

@@ -22,6 +22,11 @@ struct Rule {
   // ∂result/∂a[i] as float8 SQL; "1" for the identity. `y` is the result as
   // float8 SQL. nullptr: the operation passes no gradient (stop_gradient).
   std::string (*partial)(size_t i, const std::vector<std::string> &a, const std::string &y);
+  // The value ignores NULL arguments (GREATEST, LEAST): a NULL argument's
+  // partial is 0, and its tangent, NULL, must not reach the result's (0 ·
+  // NULL is NULL in SQL). Other rules are strict: a NULL argument makes the
+  // value, and rightly its tangent, NULL.
+  bool skips_nulls = false;
 };
 
 // The rule named `name`, or nullptr.
