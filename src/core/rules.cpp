@@ -101,8 +101,8 @@ std::string ExtremumPartial(size_t i, const Args &a, const std::string &y) {
 }
 const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { return EmitCall("GREATEST", a); },
                      ExtremumPartial, true};
-const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); },
-                  ExtremumPartial, true};
+const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); }, ExtremumPartial,
+                  true};
 
 const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,   &kLog10,
                               &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,      &kAsin, &kAcos, &kAtan,
