@@ -168,34 +168,55 @@ std::set<int> Sides(const Region &reg) {
   return all;
 }
 
+namespace {
+
+// Whether each of `cols` of the leaf on side l is equated (=) with an
+// expression over leaves of `rest` alone or with a constant of the
+// statement (a GPT's layer, l = 1), and compared by identity (an equality
+// coarser than the key's could match two rows).
+bool Equated(const Rel *leaf, int l, const std::vector<int> &cols, const std::set<int> &rest,
+             const std::vector<std::pair<ExprP, ExprP>> &eqs) {
+  for (int j : cols) {
+    if (!IdentityEq(leaf->cols[j])) return false;
+    bool found = false;
+    for (const auto &[a, b] : eqs) {
+      if (a->kind != ExprKind::Col || a->side != l || a->col != j) continue;
+      std::set<int> ls = LeafSides(b);
+      bool inside = ls.empty() ? !ContainsVolatile(b) && !HasSublink(b) : true;
+      for (int x : ls) inside = inside && rest.count(x);
+      found = found || inside;
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // The leaves of `sides` whose rids determine the others' in every row of
 // the region: a saved aggregate joined (inner or left) on all its group
-// keys to values of other leaves of the set has at most one matching row.
+// keys to values of other leaves of the set has at most one matching row,
+// and so has a table joined so on all the columns of a unique index
+// (Scan::unique: a bias or a LayerNorm gain joined by its primary key). The
+// MLP's hidden layer tanh(hp.z + b1.val), b1 keyed by its unit: each row is
+// one row of hp, whose contributions then need no GROUP BY of 131k groups
+// (OnlyRoot).
 std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
   std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
   std::set<int> roots = sides;
   for (int l : sides) {
     const Rel *leaf = reg.leaves.at(l - kLeafSide);
-    if (leaf->kind != RelKind::Aggregate || (leaf->nkeys == 0 && !leaf->distinct)) continue;
     std::set<int> rest = roots;
     rest.erase(l);
-    bool all = true;
-    for (int j = 0; j < leaf->nkeys && all; j++) {
-      bool found = false;
-      if (!IdentityEq(leaf->cols[j])) {  // an equality coarser than GROUP BY's could match two groups
-        all = false;
-        break;
-      }
-      for (const auto &[a, b] : eqs) {
-        if (a->kind != ExprKind::Col || a->side != l || a->col != j) continue;
-        std::set<int> ls = LeafSides(b);
-        bool inside = !ls.empty();
-        for (int x : ls) inside = inside && rest.count(x);
-        if (inside) found = true;
-      }
-      all = found;
+    bool determined = false;
+    if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
+      std::vector<int> keys(static_cast<size_t>(leaf->nkeys));
+      for (int j = 0; j < leaf->nkeys; j++) keys[j] = j;
+      determined = Equated(leaf, l, keys, rest, eqs);
+    } else if (leaf->kind == RelKind::Scan) {
+      for (const auto &u : leaf->unique) determined = determined || (!u.empty() && Equated(leaf, l, u, rest, eqs));
     }
-    if (all) roots.erase(l);
+    if (determined) roots.erase(l);
   }
   return roots;
 }

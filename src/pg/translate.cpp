@@ -13,6 +13,7 @@ extern "C" {
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
@@ -471,6 +472,47 @@ std::vector<AttrNumber> PrimaryKeyAttnos(Oid relid) {
   });
 }
 
+// The attribute numbers of each unique index of relid that says at most one
+// row matches an equality on all its columns, in every snapshot: valid,
+// immediate (a deferred constraint may be violated until commit), without a
+// predicate or an expression column. What the planner asks of an index
+// before it removes a join or marks one unique (relation_has_unique_index_for,
+// analyzejoins.c).
+std::vector<std::vector<AttrNumber>> UniqueIndexAttnos(Oid relid) {
+  // (collected as Lists, palloc'd: no C++ object lives where an error may
+  // longjmp)
+  List *sets = PgCall([&] {
+    List *found = NIL;
+    Relation rel = table_open(relid, AccessShareLock);
+    List *indexes = RelationGetIndexList(rel);
+    ListCell *lc;
+    foreach (lc, indexes) {
+      HeapTuple tp = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+      if (!HeapTupleIsValid(tp)) continue;
+      Form_pg_index ix = (Form_pg_index)GETSTRUCT(tp);
+      bool usable = ix->indisunique && ix->indimmediate && ix->indisvalid &&
+                    heap_attisnull(tp, Anum_pg_index_indpred, NULL) && heap_attisnull(tp, Anum_pg_index_indexprs, NULL);
+      List *cols = NIL;
+      for (int i = 0; usable && i < ix->indnkeyatts; i++) {
+        usable = ix->indkey.values[i] > 0;
+        cols = lappend_int(cols, ix->indkey.values[i]);
+      }
+      if (usable) found = lappend(found, cols);
+      ReleaseSysCache(tp);
+    }
+    list_free(indexes);
+    table_close(rel, AccessShareLock);
+    return found;
+  });
+  std::vector<std::vector<AttrNumber>> out;
+  ListCell *lc, *c;
+  foreach (lc, sets) {
+    out.emplace_back();
+    foreach (c, static_cast<List *>(lfirst(lc))) out.back().push_back(static_cast<AttrNumber>(lfirst_int(c)));
+  }
+  return out;
+}
+
 // A parameter's table on Citus: a reference table, a table that Citus
 // manages on the coordinator, or a table hash-distributed by (a column of)
 // its primary key, an embedding; its rows identified by their primary key
@@ -586,6 +628,12 @@ RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
       if (matches[p] && params_[p].attname == Str(att.name)) param = static_cast<int>(p);
     r->param.push_back(param);
   }
+  if (r->single)
+    for (const auto &attnos : UniqueIndexAttnos(rte->relid)) {
+      std::vector<int> cols;
+      for (AttrNumber a : attnos) cols.push_back(attno_to_col->at(a));
+      r->unique.push_back(cols);
+    }
   bool has_param = false;
   for (int p : r->param) has_param = has_param || p >= 0;
   if (r->citus && has_param && CitusParameterTable(rte->relid, r->table))

@@ -52,7 +52,7 @@ def connect():
 
 # --- data -------------------------------------------------------------------
 
-MODES = ["plain", "ties", "nulls", "duplicates", "extreme", "large"]
+MODES = ["plain", "ties", "nulls", "duplicates", "extreme", "large", "unique"]
 
 
 def make_rows(mode, n, keys):
@@ -74,6 +74,9 @@ def make_rows(mode, n, keys):
         rows.append((k, g, v))
     if mode == "duplicates":
         rows += [rows[i] for i in range(0, len(rows), 2)]
+    if mode == "unique":  # one row per k (a unique index on it: load), a NULL k among them
+        ks = R.sample(range(keys + 3), min(n, keys + 3))
+        rows = [(None if i == 0 and R.random() < 0.3 else k, g, v) for i, (k, (_, g, v)) in enumerate(zip(ks, rows))]
     return rows
 
 
@@ -86,6 +89,10 @@ def load(cur, mode):
                 "CREATE TABLE d (k int, g int, val float8);")
     cur.executemany("INSERT INTO p VALUES (%s, %s, %s)", p)
     cur.executemany("INSERT INTO d VALUES (%s, %s, %s)", d)
+    if mode == "unique":
+        # joins on k then match one row of each (the backward's Roots): a
+        # primary key on p, a unique index on d
+        cur.execute("DELETE FROM p WHERE k IS NULL; ALTER TABLE p ADD PRIMARY KEY (k); CREATE UNIQUE INDEX ON d (k)")
     cur.execute("ANALYZE p; ANALYZE d;")
 
 

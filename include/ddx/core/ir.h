@@ -154,6 +154,10 @@ struct Rel {
   std::vector<std::string> names;  // quoted column names, one per column
   std::vector<int> param;          // per column: parameter index, or -1
   std::vector<bool> notnull;       // per column: declared NOT NULL
+  // The column sets of its unique indexes (immediate, valid, no predicate,
+  // no expression), where it is one heap relation (`single`): an equality
+  // join on every column of one matches at most one of its rows.
+  std::vector<std::vector<int>> unique;
   // A Citus table: read through a saved copy (whose rid does not depend on
   // which shard or placement a row came from), and, where it has parameters,
   // its rows identified by `identity`, its primary key's quoted column names
