@@ -490,19 +490,32 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
 // column in both: its cotangent carries them (rk0, rk1), every contribution
 // groups by them, the deferred rows rejoin on them, and its transpose reads
 // them from the cotangent. Not in the gathered program, nor on one server.
-TEST(Program, PackedRidsCarryTheirKeysInPlace) {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+// The MLP of the packed-rid tests: x(s, f, val) ⋈ w1(f, j, val) summed by
+// (s, j) into the hidden layer h, tanh(h) ⋈ w2(j, val) summed by s, the loss
+// a sum of squares; `sample` the type of s (never NULL: a distribution column).
+namespace {
+struct HiddenLayer {
+  RelP xw, h, w2, loss;
+};
+HiddenLayer HiddenLayerMlp(const Type &sample) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {sample, kI4, kF8}, {-1, -1, -1});
   x->notnull = {true, true, false};
   RelP w1 = Scan("public.w1", {"f", "j", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
   w1->notnull = {true, true, false};
   RelP xw = Join(x, w1, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP h = Aggregate(Project(xw, {Col(0, kI4), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
-                     {kI4, kI4, kF8});
+  RelP h = Aggregate(Project(xw, {Col(0, sample), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2,
+                     {{"sum", 2}}, {sample, kI4, kF8});
   RelP w2 = Scan("public.w2", {"j", "val"}, {kI4, kF8}, {-1, 1});
-  RelP hw = Join(Project(h, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
+  RelP hw = Join(Project(h, {Col(0, sample), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
                  Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP loss = SumOfSquares(SumBy(hw, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  RelP loss = SumOfSquares(SumBy(hw, Col(0, sample), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
   MarkCitus(loss);
+  return {xw, h, w2, loss};
+}
+}  // namespace
+
+TEST(Program, PackedRidsCarryTheirKeysInPlace) {
+  auto [xw, h, w2, loss] = HiddenLayerMlp(kI4);
   Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
   EXPECT_NE(in.sql.find("4294967296 + (CAST("), std::string::npos) << in.sql;  // (the packed rid)
@@ -560,19 +573,7 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
 // row_number(), which Citus computes on the coordinator (the layer gathered).
 // Off Citus it keeps row_number().
 TEST(Program, BigintKeysPackIntoANumericRidInPlace) {
-  const Type kI8{"pg_catalog.int8", false};
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI8, kI4, kF8}, {-1, -1, -1});
-  x->notnull = {true, true, false};
-  RelP w1 = Scan("public.w1", {"f", "j", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  w1->notnull = {true, true, false};
-  RelP xw = Join(x, w1, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP h = Aggregate(Project(xw, {Col(0, kI8), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
-                     {kI8, kI4, kF8});
-  RelP w2 = Scan("public.w2", {"j", "val"}, {kI4, kF8}, {-1, 1});
-  RelP hw = Join(Project(h, {Col(0, kI8), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
-                 Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP loss = SumOfSquares(SumBy(hw, Col(0, kI8), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
-  MarkCitus(loss);
+  RelP loss = HiddenLayerMlp(Type{"pg_catalog.int8", false}).loss;
   Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
   EXPECT_NE(in.sql.find("AS pg_catalog.numeric) * 18446744073709551616 + (CAST("), std::string::npos) << in.sql;
