@@ -1338,9 +1338,9 @@ CREATE FUNCTION _ddx.explain_program(program text, options text) RETURNS SETOF t
 -- time until it was complete (ms, from the start of the program), measured by
 -- running the program as the runner runs it (with every step stored: a
 -- backward step that one later step reads is otherwise NOT MATERIALIZED,
--- planned inside its reader). Over Citus tables in place, Citus plans the
--- program as distributed subplans, not a plan node per step: rows and ms
--- stay NULL there, and ddx_explain_plan shows the subplans.
+-- planned inside its reader). Over Citus tables, Citus plans the program as
+-- distributed subplans, not a plan node per step: rows and ms stay NULL
+-- there, nothing runs, and ddx_explain_plan shows the subplans.
 CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
 RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
 LANGUAGE plpgsql AS $$
@@ -1352,7 +1352,10 @@ DECLARE
 BEGIN
   FOR prog IN SELECT * FROM _ddx.statement_programs(statement) LOOP
     p := p + 1;
-    IF run_analyze THEN
+    aplan := NULL;
+    -- (not over Citus tables: Citus plans the steps as distributed subplans,
+    -- no plan node per CTE, and every step stored would gather each one)
+    IF run_analyze AND NOT starts_with(prog, E'-- ddx: Citus tables in place\n') THEN
       -- every step stored, so that each has its rows and time (a step that
       -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
       SELECT string_agg(l, E'\n')::jsonb INTO aplan
@@ -1378,7 +1381,7 @@ BEGIN
                                  WHEN 'm' THEN 'backward: shared pass' ELSE 'forward' END;
       rows := NULL;
       ms := NULL;
-      IF run_analyze THEN
+      IF aplan IS NOT NULL THEN
         SELECT (n ->> 'Actual Rows')::float8, (n ->> 'Actual Total Time')::float8 INTO rows, ms
           FROM jsonb_path_query(aplan, 'strict $.**') n
          WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name

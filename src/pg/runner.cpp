@@ -75,7 +75,7 @@ PG_FUNCTION_INFO_V1(ddx_explain_program);
 
 namespace {
 
-bool show_sql = false;        // ddx.show_sql
+bool show_sql = false;       // ddx.show_sql
 bool citus_in_place = true;  // ddx.citus_in_place
 
 struct GradKey {

@@ -310,6 +310,12 @@ def check_pushdown(cur):
         k.execute("SET citus.explain_all_tasks = on")  # (else one task of each subplan is shown)
         k.execute("SELECT line FROM ddx_explain_plan(%s, true)", (sql,))
         plan = [r[0] for r in k.fetchall()]
+        # (ddx_explain lists the steps; over Citus tables it runs nothing: no
+        # plan node per step to read rows from)
+        k.execute("SELECT count(*), count(rows) FROM ddx_explain(%s, true)", (sql,))
+        steps, measured = k.fetchone()
+        report(f"ddx_explain over Citus tables ({mode}): its steps, no rows measured", steps > 0 and measured == 0,
+               f"{steps} steps, {measured} measured")
         c.close()
         unit = {"bytes": 1, "kB": 1024, "MB": 1024 ** 2}
         sizes = [float(m.group(1)) * unit[m.group(2)] for m in
