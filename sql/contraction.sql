@@ -47,7 +47,7 @@ SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN c
 -- of their side; the product written the other way round; two sums.
 SELECT same_answer($$SELECT cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$);
 SELECT same_answer($$SELECT sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k$$);
-SELECT same_answer($$SELECT ca.i, sum(exp(ca.val) * (cb.val + 1)) AS v FROM ca, cb WHERE cb.k = ca.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum(exp(ca.val) * cb.val) AS v FROM ca, cb WHERE cb.k = ca.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum(cb.val * ca.val) AS v FROM cb JOIN ca ON cb.k = ca.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, cb.j, sum(ca.val * cb.val) AS w, sum(ca.val * ca.val * cb.val) AS v
                      FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
@@ -151,6 +151,22 @@ INSERT INTO big VALUES (2, 1e-200);
 SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;  -- 1e-400 underflows
 \echo :LAST_ERROR_SQLSTATE
 EXPLAIN (COSTS OFF) SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k WHERE a.k = 2;
+
+-- PostgreSQL computes a GROUP BY key or a factor only for the join's rows:
+-- ln(0) or a division by zero on a row that joins nothing raises no error.
+-- The node computes its build side's for every row, so a side whose
+-- expressions may raise (a function that is not leakproof) is the side it
+-- streams (cz is the smaller side, which it would otherwise build), and
+-- where both sides' may, the query keeps PostgreSQL's plan.
+CREATE TABLE cz (i int, k int, val float8);
+INSERT INTO cz SELECT i, i % 12 + 1, i FROM generate_series(1, 20) i;
+INSERT INTO cz VALUES (99, 77, 0);
+ANALYZE cz;
+SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(ln(cz.val) * ca.val) AS v FROM cz JOIN ca ON cz.k = ca.k GROUP BY cz.i, ca.i$$);
+SELECT same_answer($$SELECT cz.i / cz.val AS g, ca.i, sum(cz.val * ca.val) AS v FROM cz JOIN ca ON cz.k = ca.k
+                     GROUP BY cz.i / cz.val, ca.i$$);
+SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(ln(cz.val) * (ca.val + 1)) AS v FROM cz JOIN ca ON cz.k = ca.k
+                     GROUP BY cz.i, ca.i$$);
 
 -- Prepared statements: $1 in a factor and in a filter, custom and generic plans.
 PREPARE pq(float8, int) AS SELECT ca.i, round(sum((ca.val * $1) * cb.val)::numeric, 12) AS v FROM ca JOIN cb ON ca.k = cb.k
@@ -257,7 +273,7 @@ SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq 
                      ON k.j = q.j AND (k.t IS NULL OR k.t + 1 < q.t * 2) AND q.t <> k.t + 3 GROUP BY q.t, k.t$$);
 -- (no equality: a cross join, tested per group; positive terms, so that
 -- the order of additions cannot cancel digits away)
-SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(abs(q.val) * (k.val + 2)) AS v FROM cq q JOIN cq k ON k.t <= q.t
+SELECT same_answer($$SELECT q.t AS i, k.t AS j, sum(abs(q.val) * abs(k.val)) AS v FROM cq q JOIN cq k ON k.t <= q.t
                      GROUP BY q.t, k.t$$);
 -- ... with the groups in the hash table, and moved there midway; with $1
 -- in the condition, under a generic plan.
@@ -269,7 +285,7 @@ SELECT same_answer($$SELECT sa.g AS a, sb.g AS b, sum(sa.val * sb.val) AS v FROM
 SELECT accumulator($$SELECT sa.g, sb.g, sum(sa.val * sb.val) FROM sa JOIN sb ON sa.k = sb.k AND sb.g > sa.g GROUP BY sa.g, sb.g$$);
 SET plan_cache_mode = force_generic_plan;
 SET ddx.contraction = 'all';
-PREPARE kq(int) AS SELECT count(*), round(sum(v)::numeric, 8) FROM (SELECT q.t, k.t, sum(abs(q.val) * (k.val + 2)) AS v
+PREPARE kq(int) AS SELECT count(*), round(sum(v)::numeric, 8) FROM (SELECT q.t, k.t, sum(abs(q.val) * abs(k.val)) AS v
   FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t - $1 GROUP BY q.t, k.t) z;
 EXPLAIN (COSTS OFF) EXECUTE kq(3);
 EXECUTE kq(3);
@@ -295,10 +311,11 @@ RESET ddx.contraction;
 -- differs (positive terms: within 1e-5); a float4 factor of a float8
 -- product is widened exactly (float48mul, float84mul). Overflow and
 -- underflow raise as float4mul and float4pl do.
-SELECT same_answer($$SELECT ca.i, cb.j, sum(abs(ca.val)::float4 * (cb.val + 2)::float4) AS v FROM ca JOIN cb ON ca.k = cb.k
+SELECT same_answer($$SELECT ca.i, cb.j, sum(abs(ca.val)::float4 * cb.v4) AS v
+                     FROM ca JOIN (SELECT k, j, (val + 2)::float4 AS v4 FROM cb OFFSET 0) cb ON ca.k = cb.k
                      GROUP BY ca.i, cb.j$$, 1e-5);
-SELECT same_answer($$SELECT cb.j, sum(coalesce(abs(ca.val)::float4 * (cb.val + 2)::float4, 0::float4)) AS v
-                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$, 1e-5);
+SELECT same_answer($$SELECT cb.j, sum(coalesce(abs(ca.val)::float4 * cb.v4, 0::float4)) AS v
+                     FROM ca JOIN (SELECT k, j, (val + 2)::float4 AS v4 FROM cb OFFSET 0) cb ON ca.k = cb.k GROUP BY cb.j$$, 1e-5);
 SELECT same_answer($$SELECT ca.i, sum(ca.val::float4 * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val::float4) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 CREATE TABLE f4 (k int, v float4);

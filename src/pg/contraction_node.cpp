@@ -155,6 +155,66 @@ bool ForbiddenWalker(Node *n, void *) {
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), nullptr);
 }
 
+// Whether evaluating e might raise an error: any function that is not
+// leakproof (float8mul's overflow, ln(0), a division by zero; leakproof
+// functions promise no error that depends on their arguments), or any
+// expression node other than the few below, which raise none of their own.
+// PostgreSQL evaluates a GROUP BY key or an aggregate's argument only for
+// the join's rows; the node evaluates its probe side's on a row's first pair
+// (as late), but its build side's at the build, for every row with a join
+// key: an error there, on a row that joins nothing, would fail a query
+// PostgreSQL runs. So a side whose expressions may raise is never the build
+// side.
+bool CannotRaise(Oid fn) {
+  switch (fn) {  // not marked leakproof, but total: a float's sign or magnitude
+    case F_FLOAT8ABS:
+    case F_ABS_FLOAT8:
+    case F_ABS_FLOAT4:
+    case F_FLOAT4ABS:
+    case F_FLOAT8UM:
+    case F_FLOAT4UM:
+    case F_FLOAT8UP:
+    case F_FLOAT4UP:
+      return true;
+    default:
+      return get_func_leakproof(fn);
+  }
+}
+bool MayRaiseWalker(Node *n, void *);
+bool MayRaise(Node *n) { return MayRaiseWalker(n, nullptr); }
+bool MayRaiseWalker(Node *n, void *) {
+  if (!n) return false;
+  switch (nodeTag(n)) {
+    case T_Var:
+    case T_Const:
+    case T_Param:
+    case T_RelabelType:
+    case T_CoalesceExpr:
+    case T_NullTest:
+    case T_BooleanTest:
+    case T_BoolExpr:
+    case T_CaseExpr:
+    case T_CaseWhen:
+    case T_CaseTestExpr:
+    case T_List:
+      break;
+    case T_FuncExpr:
+      if (!CannotRaise(castNode(FuncExpr, n)->funcid)) return true;
+      break;
+    case T_OpExpr:
+    case T_DistinctExpr:
+    case T_NullIfExpr: {
+      OpExpr *op = reinterpret_cast<OpExpr *>(n);
+      set_opfuncid(op);
+      if (!CannotRaise(op->opfuncid)) return true;
+      break;
+    }
+    default:
+      return true;
+  }
+  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(MayRaiseWalker), nullptr);
+}
+
 // The side (0 or 1 of `sides`) whose columns alone e reads; -1 if it reads
 // both or something the node cannot evaluate; `none` if it reads no column.
 int SideOf(PlannerInfo *root, Node *e, const Relids sides[2], int none) {
@@ -562,7 +622,19 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   // The build side: the one with fewer bytes.
   double bytes[2];
   for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
-  int b = bytes[0] <= bytes[1] ? 0 : 1, p = 1 - b;
+  int b = bytes[0] <= bytes[1] ? 0 : 1;
+  bool raises[2] = {false, false};  // (MayRaise: a side that may raise is probed, never built)
+  for (int s = 0; s < 2; s++) raises[s] = MayRaise(reinterpret_cast<Node *>(shape.factors[s]));
+  ListCell *lg, *lgs;
+  forboth(lg, shape.gexprs, lgs, shape.gside) raises[lfirst_int(lgs)] =
+      raises[lfirst_int(lgs)] || MayRaise(static_cast<Node *>(lfirst(lg)));
+  if (raises[0] && raises[1]) {
+    No("a GROUP BY key or factor on each side that may raise an error (not leakproof): the build side's "
+       "are computed for rows that join nothing");
+    return;
+  }
+  if (raises[b]) b = 1 - b;
+  int p = 1 - b;
 
   // PostgreSQL's own aggregate over the join, for when memory runs out.
   AggClauseCosts costs;
