@@ -19,10 +19,12 @@
 // of rows joins, and a group where it fails is dropped); every aggregate
 // of the target a plain SUM(float8) of a product float8mul(f, g) (or
 // float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
-// one side's columns and g over the other's; every other target entry a
-// GROUP BY key over one side's columns or a stable expression of the keys
-// alone; no HAVING, grouping sets, volatile functions, sublinks or
-// PARAM_EXEC. Any other query keeps PostgreSQL's own plan. The GUC
+// one side's columns and g over the other's, AVG of such a product, or
+// COUNT(*) or COUNT(e) of one side's expression (NodeAggregate); every
+// other target entry a GROUP BY key over one side's columns or a stable
+// expression of the keys and aggregates; no HAVING, grouping sets, volatile
+// functions, sublinks or PARAM_EXEC; a side whose keys or factors may raise
+// an error is never the hashed one (MayRaise). Any other query keeps PostgreSQL's own plan. The GUC
 // ddx.contraction decides where it is considered: off, programs (ddx's
 // gradient programs and jvp queries; the default) or all.
 //
@@ -34,6 +36,8 @@
 // sum(float4) adds in float4 (float4pl, its transition function), so the
 // node rounds each product and each partial sum to float4 (float4_mul,
 // float4_pl) as PostgreSQL does; only the order of additions differs.
+// avg keeps float8_accum's N, Sx and Sxx (three accumulators) and returns
+// Sx / N, so that it raises where float8_accum does; count counts pairs.
 //
 // Memory: the node's context is held to get_hash_memory_limit() (work_mem ×
 // hash_mem_multiplier). Past it, before any row is returned, the node frees
@@ -54,6 +58,7 @@
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
 #include "ddx/pg/contraction_node.h"
+#include <cmath>
 
 extern "C" {
 #include "postgres.h"
@@ -389,40 +394,88 @@ bool KeyQuals(Shape *s) {
   return true;
 }
 
-// An aggregate the node computes: sum(float8) of float8mul(f, g) (or of
-// float48mul and float84mul, a float4 factor widened exactly as they widen
-// it), or sum(float4) of float4mul(f, g), f and g of different sides.
-bool SumOfProduct(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
-  bool f4 = a->aggfnoid == F_SUM_FLOAT4;
-  if ((a->aggfnoid != F_SUM_FLOAT8 && !f4) || a->aggdistinct || a->aggorder || a->aggfilter || a->aggstar ||
-      a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || list_length(a->args) != 1)
-    return No("an aggregate other than a plain sum(float8) or sum(float4)");
+// Per accumulator (custom_private's kNullZero list): how it adds its pairs.
+// An output aggregate has one accumulator; avg has three (float8_accum's
+// N, Sx and Sxx), the first marked kAccAvg and the next two kAccFollow.
+enum AccFlags { kAccNullZero = 1, kAccF4 = 2, kAccCount = 4, kAccAvg = 8, kAccFollow = 16 };
+
+// A float8 1, or NULL where e is: the factor of count(e).
+Node *NotNullOne(Node *e) {
+  Node *one = reinterpret_cast<Node *>(makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, true));
+  if (!e) return one;
+  NullTest *nt = makeNode(NullTest);
+  nt->arg = static_cast<Expr *>(copyObjectImpl(e));
+  nt->nulltesttype = IS_NOT_NULL;
+  nt->argisrow = false;
+  nt->location = -1;
+  CaseWhen *w = makeNode(CaseWhen);
+  w->expr = reinterpret_cast<Expr *>(nt);
+  w->result = reinterpret_cast<Expr *>(one);
+  w->location = -1;
+  CaseExpr *c = makeNode(CaseExpr);
+  c->casetype = FLOAT8OID;
+  c->casecollid = InvalidOid;
+  c->args = list_make1(w);
+  c->defresult = reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid));
+  c->location = -1;
+  return reinterpret_cast<Node *>(c);
+}
+
+// An aggregate the node computes over the pairs of rows that join:
+//   sum(float8) of float8mul(f, g) (or float48mul, float84mul: a float4
+//   factor widened exactly as they widen it), or sum(float4) of
+//   float4mul(f, g), f and g of different sides; also of COALESCE(product,
+//   0), as ddx's backward writes a transpose (a NULL product adds 0);
+//   avg(float8) and avg(float4) of the same products, accumulated as
+//   float8_accum and float4_accum do (N, Sx and Sxx, whose overflow raises);
+//   count(*), and count(e) with e an expression of one side's columns (or
+//   of none): the pairs where e is not NULL, as a "product" of 1s.
+bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
+  Oid fn = a->aggfnoid;
+  bool count = fn == F_COUNT_ || fn == F_COUNT_ANY, avg = fn == F_AVG_FLOAT8 || fn == F_AVG_FLOAT4;
+  bool f4 = fn == F_SUM_FLOAT4 || fn == F_AVG_FLOAT4;
+  if ((fn != F_SUM_FLOAT8 && fn != F_SUM_FLOAT4 && !avg && !count) || a->aggdistinct || a->aggorder || a->aggfilter ||
+      (a->aggstar && fn != F_COUNT_) || a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 ||
+      list_length(a->args) != (fn == F_COUNT_ ? 0 : 1))
+    return No("an aggregate other than a plain sum or avg (float8, float4) or count");
+  if (count) {
+    Node *e = a->aggstar ? nullptr : reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
+    int side = e ? SideOf(root, e, sides, 0) : 0;
+    if (side < 0) return No("a count of an expression of both sides");
+    s->factors[side] = lappend(s->factors[side], NotNullOne(e));
+    s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
+    s->aggrefs = lappend(s->aggrefs, a);
+    s->null_zero = lappend_int(s->null_zero, kAccCount);
+    return true;
+  }
   Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
-  // SUM(COALESCE(f * g, 0)), as ddx's backward writes a contraction's
-  // transpose: a NULL product adds 0.
   bool null_zero = false;
   if (IsA(arg, CoalesceExpr) && list_length(castNode(CoalesceExpr, arg)->args) == 2) {
     Node *z = static_cast<Node *>(lsecond(castNode(CoalesceExpr, arg)->args));
     if (!IsA(z, Const) || castNode(Const, z)->consttype != (f4 ? FLOAT4OID : FLOAT8OID) ||
         castNode(Const, z)->constisnull ||
         (f4 ? DatumGetFloat4(castNode(Const, z)->constvalue) : DatumGetFloat8(castNode(Const, z)->constvalue)) != 0.0)
-      return No("a sum of COALESCE(product, c) with c other than 0");
+      return No("an aggregate of COALESCE(product, c) with c other than 0");
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
-  if (!is_opclause(arg)) return No("a sum of something other than a product");
+  if (!is_opclause(arg)) return No("a sum or avg of something other than a product");
   OpExpr *op = castNode(OpExpr, arg);
   RegProcedure mul = get_opcode(op->opno);
   if (list_length(op->args) != 2 ||
       (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
-    return No("a sum of something other than a float8 or float4 product");
+    return No("a sum or avg of something other than a float8 or float4 product");
   Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
   int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
   if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
   s->factors[ls] = lappend(s->factors[ls], l);
   s->factors[rs] = lappend(s->factors[rs], r);
   s->aggrefs = lappend(s->aggrefs, a);
-  s->null_zero = lappend_int(s->null_zero, (null_zero ? 1 : 0) | (f4 ? 2 : 0));
+  s->null_zero = lappend_int(s->null_zero, (null_zero ? kAccNullZero : 0) | (f4 ? kAccF4 : 0) | (avg ? kAccAvg : 0));
+  for (int k = 0; avg && k < 2; k++) {  // Sx and Sxx: accumulated with N, their factors never read
+    for (int side = 0; side < 2; side++) s->factors[side] = lappend(s->factors[side], NotNullOne(nullptr));
+    s->null_zero = lappend_int(s->null_zero, kAccFollow);
+  }
   return true;
 }
 
@@ -459,16 +512,16 @@ bool OverKeys(Node *n, List *gexprs) {
 bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
 
 // Whether n reads the rows only through the group keys and sums of
-// products (each Aggref in it one: SumOfProduct adds it to s), as the MLP's
+// products (each Aggref in it one: NodeAggregate adds it to s), as the MLP's
 // tanh(sum(x.val * w1.val)): the node's projection computes it from its scan
 // tuple, where setrefs.c finds the keys and the sums (fix_upper_expr matches
 // whole Aggrefs against custom_scan_tlist), as an Agg's projection would.
-// false with no reason given where SumOfProduct gave one.
+// false with no reason given where NodeAggregate gave one.
 struct SumsCtx {
   PlannerInfo *root;
   const Relids *sides;
   Shape *s;
-  bool refused;  // SumOfProduct said why
+  bool refused;  // NodeAggregate said why
 };
 bool NotOverSums(Node *n, SumsCtx *ctx) {
   if (!n) return false;
@@ -477,7 +530,7 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
     if (equal(n, lfirst(lc))) return false;
   if (IsA(n, Aggref)) {
     if (list_member(ctx->s->aggrefs, n)) return false;
-    if (SumOfProduct(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s)) return false;
+    if (NodeAggregate(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s)) return false;
     ctx->refused = true;
     return true;
   }
@@ -902,11 +955,16 @@ struct State {
   FmgrInfo *eq, *bhash, *phash;
   Oid *kcoll;
   bool *probe_first;
-  bool *datum_eq;   // per join key: equal exactly when the Datums are (IntegerEquality)
-  bool int_keys;    // every join key so: the build rows in runs (jk)
-  bool *null_zero;  // per SUM: COALESCE(f * g, 0)
-  bool *f4;         // per SUM: sum(float4) of float4mul
-  bool *bf4, *pf4;  // per SUM: its build (probe) factor is a float4
+  bool *datum_eq;  // per join key: equal exactly when the Datums are (IntegerEquality)
+  bool int_keys;   // every join key so: the build rows in runs (jk)
+  // Accumulators (nagg of them, the "sums" below): one per output
+  // aggregate, three for an avg (AccFlags); nout outputs.
+  int nout;
+  bool *null_zero;  // per accumulator: of COALESCE(f * g, 0)
+  bool *f4;         // per accumulator: of float4mul (a sum's additions in float4 too)
+  bool *bf4, *pf4;  // per accumulator: its build (probe) factor is a float4
+  uint8 *kind;      // per accumulator: 0 a sum, else kAccCount, kAccAvg or kAccFollow
+  bool plain;       // every accumulator a float8 sum (the pairing loop's fast path)
   int16 *klen;      // the build side's join keys' types
   bool *kbyval;
   // the build side's rows
@@ -1206,7 +1264,7 @@ void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb) {
     slot->tts_values[g] = t->vals[id * t->nkeys + st->gpos[g]];
     slot->tts_isnull[g] = t->nulls[id * t->nkeys + st->gpos[g]];
   }
-  for (int a = 0; a < st->nagg; a++) {
+  for (int a = 0; a < st->nout; a++) {
     slot->tts_values[st->ng + a] = 0;
     slot->tts_isnull[st->ng + a] = true;
   }
@@ -1223,6 +1281,28 @@ bool QualsHold(State *st, uint32 ida, uint32 idb) {
   ExecStoreVirtualTuple(slot);
   ec->ecxt_scantuple = slot;
   return ExecQual(st->quals, ec);
+}
+
+// float8_accum (and float4_accum, whose float4 input is widened), utils/adt/
+// float.c, PostgreSQL 15: one value x into (N, Sx, Sxx) at s, empty where
+// !has. Sxx is kept as PostgreSQL keeps it only so that its overflow raises
+// where PostgreSQL's would (avg reads Sx / N).
+void AvgAccum(double *s, bool has, double x) {
+  double n0 = has ? s[0] : 0.0, sx0 = has ? s[1] : 0.0, sxx = has ? s[2] : 0.0;
+  double n = n0 + 1.0, sx = sx0 + x;
+  if (n0 > 0.0) {
+    double tmp = x * n - sx;
+    sxx += tmp * tmp / (n * n0);
+    if (std::isinf(sx) || std::isinf(sxx)) {
+      if (!std::isinf(sx0) && !std::isinf(x)) float_overflow_error();
+      sxx = get_float8_nan();
+    }
+  } else if (std::isnan(x) || std::isinf(x)) {
+    sxx = get_float8_nan();
+  }
+  s[0] = n;
+  s[1] = sx;
+  s[2] = sxx;
 }
 
 // A factor's value as a double: a float4 widened exactly (as float48mul and
@@ -1504,16 +1584,28 @@ bool Build(State *st) {
       hass = &st->acc.has[at * nagg];
     }
     for (int a = 0; a < nagg; a++) {
-      float8 prod;
+      uint8 kind = st->kind[a];
+      if (kind == kAccFollow) continue;
       bool nul = fn[a] || st->rfnull[r * nagg + a];
-      if (nul && !st->null_zero[a]) continue;  // a NULL product: sum skips it, or adds COALESCE's 0
+      if (nul && !st->null_zero[a]) continue;  // a NULL product: skipped, or COALESCE's 0
       double *s = &sums[a];
       bool *has = &hass[a];
-      if (st->f4[a]) {  // float4mul and float4pl: each result rounded to float4
-        float4 p4 = nul ? 0.0f : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
-        *s = *has ? float4_pl(static_cast<float4>(*s), p4) : p4;
-      } else {
+      if (kind == kAccCount) {  // (its factors are 1 or NULL: NotNullOne)
+        *s = *has ? *s + 1 : 1;
+        *has = true;
+        continue;
+      }
+      double prod;
+      if (st->f4[a])  // float4mul: rounded to float4
+        prod = nul ? 0.0 : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
+      else
         prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
+      if (kind == kAccAvg) {
+        AvgAccum(s, *has, prod);
+        has[1] = has[2] = true;
+      } else if (st->f4[a]) {  // float4pl: the sum rounded to float4
+        *s = *has ? float4_pl(static_cast<float4>(*s), static_cast<float4>(prod)) : prod;
+      } else {
         *s = *has ? float8_pl(*s, prod) : prod;
       }
       *has = true;
@@ -1560,7 +1652,7 @@ bool Build(State *st) {
       if (kid < 0) continue;
       uint32 from = st->run[kid], to = st->run[kid + 1];
       probe_row();
-      if (st->dense && !st->quals && nagg == 1 && !st->f4[0] && !fn[0] && !st->run_null[kid]) {
+      if (st->dense && !st->quals && nagg == 1 && st->plain && !fn[0] && !st->run_null[kid]) {
         // The common case, without the general pair's branches: one float8
         // sum of factors that are not NULL, into dense cells. float8_mul
         // and float8_pl raise on overflow and underflow as PostgreSQL's do.
@@ -1725,10 +1817,18 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   foreach (lc, static_cast<List *>(list_nth(priv, kProbeFirst))) st->probe_first[i++] = lfirst_int(lc) != 0;
   st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
   st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->kind = static_cast<uint8 *>(palloc0(st->nagg + 1));
+  st->nout = 0;
+  st->plain = true;
   i = 0;
   foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
-    st->null_zero[i] = (lfirst_int(lc) & 1) != 0;
-    st->f4[i++] = (lfirst_int(lc) & 2) != 0;
+    int f = lfirst_int(lc);
+    st->null_zero[i] = (f & kAccNullZero) != 0;
+    st->f4[i] = (f & kAccF4) != 0;
+    st->kind[i] = static_cast<uint8>(f & (kAccCount | kAccAvg | kAccFollow));
+    if (!(f & kAccFollow)) st->nout++;
+    st->plain = st->plain && !st->f4[i] && st->kind[i] == 0;
+    i++;
   }
   st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));
   st->pf4 = static_cast<bool *>(palloc0(st->nagg + 1));
@@ -1820,14 +1920,31 @@ TupleTableSlot *Exec(CustomScanState *node) {
   uint32 at = st->emit++;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
   KeysToSlot(st, slot, st->acc.ida[at], st->acc.idb[at]);
-  for (int a = 0; a < st->nagg; a++) {
-    slot->tts_isnull[st->ng + a] = !st->acc.has[at * st->nagg + a];
-    double v = st->acc.sum[at * st->nagg + a];
-    slot->tts_values[st->ng + a] = st->f4[a] ? Float4GetDatum(static_cast<float4>(v)) : Float8GetDatum(v);
+  for (int a = 0, o = 0; a < st->nagg; a++) {
+    const double *v = &st->acc.sum[at * st->nagg + a];
+    bool has = st->acc.has[at * st->nagg + a];
+    Datum *d = &slot->tts_values[st->ng + o];
+    bool *isnull = &slot->tts_isnull[st->ng + o];
+    switch (st->kind[a]) {
+      case kAccFollow:
+        continue;
+      case kAccCount:  // (a group has pairs: 0 where none counted)
+        *isnull = false;
+        *d = Int64GetDatum(has ? static_cast<int64>(v[0]) : 0);
+        break;
+      case kAccAvg:  // float8_avg: Sx / N, NULL where N = 0
+        *isnull = !has || v[0] == 0.0;
+        *d = Float8GetDatum(*isnull ? 0.0 : v[1] / v[0]);
+        break;
+      default:
+        *isnull = !has;
+        *d = st->f4[a] ? Float4GetDatum(static_cast<float4>(v[0])) : Float8GetDatum(v[0]);
+    }
+    o++;
   }
   if (st->numbered) {
-    slot->tts_isnull[st->ng + st->nagg] = false;
-    slot->tts_values[st->ng + st->nagg] = Int64GetDatum(++st->rownum);
+    slot->tts_isnull[st->ng + st->nout] = false;
+    slot->tts_values[st->ng + st->nout] = Int64GetDatum(++st->rownum);
   }
   ExecStoreVirtualTuple(slot);
   ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
@@ -1868,7 +1985,22 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   List *priv = cs->custom_private;
   ExplainPropertyInteger("Join Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildKeys))), es);
   ExplainPropertyInteger("Group Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kGroupExprs))), es);
-  ExplainPropertyInteger("Sums", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildFactors))), es);
+  {
+    int sums = 0, counts = 0, avgs = 0;
+    ListCell *lc;
+    foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
+      int f = lfirst_int(lc);
+      if (f & kAccCount)
+        counts++;
+      else if (f & kAccAvg)
+        avgs++;
+      else if (!(f & kAccFollow))
+        sums++;
+    }
+    ExplainPropertyInteger("Sums", nullptr, sums, es);
+    if (counts) ExplainPropertyInteger("Counts", nullptr, counts, es);
+    if (avgs) ExplainPropertyInteger("Averages", nullptr, avgs, es);
+  }
   if (intVal(list_nth(priv, kNumbered))) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
   if (List *quals = static_cast<List *>(list_nth(priv, kKeyQuals))) {
     // (deparsed against the node's scan tuple, whose columns are the keys)
