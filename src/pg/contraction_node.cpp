@@ -301,6 +301,12 @@ List *JoinSplits(PlannerInfo *root, RelOptInfo *joinrel) {
     JoinPath *jp = reinterpret_cast<JoinPath *>(p);
     if (p->param_info || jp->outerjoinpath->param_info || jp->innerjoinpath->param_info) continue;
     if (jp->jointype != JOIN_INNER) continue;
+    // A semi join run as an inner join over its inner side made unique
+    // (JOIN_UNIQUE_INNER, or _OUTER: a UniquePath, whose parent is the
+    // plain relation): the node would read the relation, duplicates and
+    // all, and count a row once per match (EXISTS under sum(w.val), once a
+    // sum of one side's expression was the node's).
+    if (IsA(jp->outerjoinpath, UniquePath) || IsA(jp->innerjoinpath, UniquePath)) continue;
     if (SameSplit(splits, jp->outerjoinpath->parent->relids, jp->innerjoinpath->parent->relids)) continue;
     Split *x = static_cast<Split *>(palloc0(sizeof(Split)));
     x->rels[0] = jp->outerjoinpath->parent;
@@ -426,7 +432,8 @@ Node *NotNullOne(Node *e) {
 //   factor widened exactly as they widen it), or sum(float4) of
 //   float4mul(f, g), f and g of different sides; also of COALESCE(product,
 //   0), as ddx's backward writes a transpose (a NULL product adds 0);
-//   avg(float8) and avg(float4) of the same products, accumulated as
+//   the same of an expression of one side alone (a product with 1);
+//   avg(float8) and avg(float4) of the same, accumulated as
 //   float8_accum and float4_accum do (N, Sx and Sxx, whose overflow raises);
 //   count(*), and count(e) with e an expression of one side's columns (or
 //   of none): the pairs where e is not NULL, as a "product" of 1s.
@@ -459,17 +466,25 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
-  if (!is_opclause(arg)) return No("a sum or avg of something other than a product");
-  OpExpr *op = castNode(OpExpr, arg);
-  RegProcedure mul = get_opcode(op->opno);
-  if (list_length(op->args) != 2 ||
-      (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
-    return No("a sum or avg of something other than a float8 or float4 product");
-  Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
-  int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
-  if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
-  s->factors[ls] = lappend(s->factors[ls], l);
-  s->factors[rs] = lappend(s->factors[rs], r);
+  int side = SideOf(root, arg, sides, 0);
+  if (side >= 0) {
+    // An expression of one side (or of none): a product with the other
+    // side's 1, which float8mul and float4mul return exactly.
+    s->factors[side] = lappend(s->factors[side], arg);
+    s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
+  } else {
+    if (!is_opclause(arg)) return No("a sum or avg over both sides of something other than a product");
+    OpExpr *op = castNode(OpExpr, arg);
+    RegProcedure mul = get_opcode(op->opno);
+    if (list_length(op->args) != 2 ||
+        (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
+      return No("a sum or avg over both sides of something other than a float8 or float4 product");
+    Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
+    int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
+    if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
+    s->factors[ls] = lappend(s->factors[ls], l);
+    s->factors[rs] = lappend(s->factors[rs], r);
+  }
   s->aggrefs = lappend(s->aggrefs, a);
   s->null_zero = lappend_int(s->null_zero, (null_zero ? kAccNullZero : 0) | (f4 ? kAccF4 : 0) | (avg ? kAccAvg : 0));
   for (int k = 0; avg && k < 2; k++) {  // Sx and Sxx: accumulated with N, their factors never read
