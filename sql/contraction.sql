@@ -202,6 +202,15 @@ SELECT same_answer($$SELECT cb.j, avg(abs(ca.val)::float4 * cb.v4) AS v, sum(ca.
 SELECT same_answer($$SELECT ca.i, count(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, count(DISTINCT cb.j) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 SELECT same_answer($$SELECT ca.i, avg(ca.val * cb.val) FILTER (WHERE cb.val > 0) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+-- Without GROUP BY, one row where no pair joins, as PostgreSQL's Agg
+-- gives: NULL sums and averages, counts of 0 (also under a rescan); with
+-- GROUP BY, no row.
+SELECT same_answer($$SELECT sum(ca.val * cb.val) AS v, count(*) AS w FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i > 1000$$);
+SELECT same_answer($$SELECT avg(cb.val) AS v, count(cb.val) AS w FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i > 1000$$);
+SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i > 1000 GROUP BY ca.i$$);
+SELECT same_answer($$SELECT o.i, (SELECT count(*) FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i = o.i * 150) AS w,
+                     (SELECT sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i = o.i * 150) AS v
+                     FROM generate_series(1, 3) o(i)$$);
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT ca.i, count(*), avg(ca.val * cb.val), sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i;
 -- avg raises where float8_accum does: Sx past the float8 range, or Sxx
@@ -390,6 +399,14 @@ SELECT sum(a.v * (b.v / 3e38::float4)) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.
 \echo :LAST_ERROR_SQLSTATE
 RESET ddx.contraction;
 
+-- A column grouped by that PostgreSQL drops from the GROUP BY, as it
+-- depends on a primary key grouped by (cpk.g), keeps PostgreSQL's plan (it
+-- was not among the node's keys: "variable not found in subplan target list").
+CREATE TABLE cpk (k int PRIMARY KEY, g int, val float8);
+INSERT INTO cpk SELECT k, k % 3, 0.5 * k FROM generate_series(1, 12) k;
+ANALYZE cpk;
+SELECT same_answer($$SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k, cpk.g$$);
+SELECT same_answer($$SELECT cpk.k, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
 -- Left alone: outer joins, other aggregates, HAVING, a non-equality join,
 -- sum(float4) of a float8 product cast.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca LEFT JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);

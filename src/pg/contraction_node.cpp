@@ -560,9 +560,16 @@ bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Sh
   int i = 0;
   foreach (lc, target->exprs) {
     Node *e = static_cast<Node *>(lfirst(lc));
-    bool key = target->sortgrouprefs && target->sortgrouprefs[i] != 0;
+    Index ref = target->sortgrouprefs ? target->sortgrouprefs[i] : 0;
     i++;
-    if (key) continue;
+    if (ref != 0) {
+      // A column grouped by in the query but gone from its GROUP BY
+      // (remove_useless_groupby_columns drops a column functionally
+      // dependent on a primary key grouped by): not among the node's keys.
+      if (!get_sortgroupref_clause_noerr(ref, root->parse->groupClause))
+        return No("an output column grouped by but dropped from GROUP BY (it depends on a primary key)");
+      continue;
+    }
     SumsCtx ctx{root, sides, s, false};
     if (NotOverSums(e, &ctx)) {
       if (!ctx.refused) No("an output column that is neither a GROUP BY key nor an expression of the keys and sums");
@@ -1017,6 +1024,7 @@ struct State {
   bool numbered;           // row_number() OVER () as the scan tuple's last column (NumberGroups)
   int64 rownum;            // the last group's
   bool built, fellback;
+  bool emitted;  // a row returned since the last (re)start
   uint32 emit;
   double pairs;
   size_t limit, peak;
@@ -1899,6 +1907,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->built = st->fellback = false;
   st->how = "none (not run)";
   st->emit = 0;
+  st->emitted = false;
   st->peak = 0;
 }
 
@@ -1931,13 +1940,18 @@ TupleTableSlot *Exec(CustomScanState *node) {
     return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
   }
   while (st->emit < st->acc.n && !st->acc.ok[st->emit]) st->emit++;
-  if (st->emit >= st->acc.n) return nullptr;
-  uint32 at = st->emit++;
+  // A plain aggregate (no GROUP BY: no group keys) gives one row where no
+  // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
+  // NULL sums and averages, counts of 0.
+  bool none = st->emit >= st->acc.n;
+  if (none && (st->ng > 0 || st->emitted)) return nullptr;
+  uint32 at = none ? 0 : st->emit++;
+  st->emitted = true;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-  KeysToSlot(st, slot, st->acc.ida[at], st->acc.idb[at]);
+  KeysToSlot(st, slot, none ? 0 : st->acc.ida[at], none ? 0 : st->acc.idb[at]);
   for (int a = 0, o = 0; a < st->nagg; a++) {
-    const double *v = &st->acc.sum[at * st->nagg + a];
-    bool has = st->acc.has[at * st->nagg + a];
+    const double *v = none ? nullptr : &st->acc.sum[at * st->nagg + a];
+    bool has = !none && st->acc.has[at * st->nagg + a];
     Datum *d = &slot->tts_values[st->ng + o];
     bool *isnull = &slot->tts_isnull[st->ng + o];
     switch (st->kind[a]) {
@@ -1953,7 +1967,7 @@ TupleTableSlot *Exec(CustomScanState *node) {
         break;
       default:
         *isnull = !has;
-        *d = st->f4[a] ? Float4GetDatum(static_cast<float4>(v[0])) : Float8GetDatum(v[0]);
+        *d = st->f4[a] ? Float4GetDatum(static_cast<float4>(has ? v[0] : 0.0)) : Float8GetDatum(has ? v[0] : 0.0);
     }
     o++;
   }
@@ -1982,6 +1996,7 @@ void ReScan(CustomScanState *node) {
   MemoryContextReset(st->cxt);
   st->built = false;
   st->emit = 0;
+  st->emitted = false;
   st->rownum = 0;
   st->acc.n = 0;
   // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
