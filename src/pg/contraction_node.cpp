@@ -956,14 +956,18 @@ struct Acc {  // the groups: a pair of ids and one sum per aggregate
 };
 
 // Expressions over a child's tuple (OUTER_VAR), evaluated per input row.
-// Where each is a plain Var of the child's output, its value is read from
-// the slot, not run through ExecEvalExpr: the matmul's 160k probe rows
-// evaluated three lists of Vars each (perf: Eval 3% of the forward).
+// Where each is a plain Var of the child's output or a constant (the other
+// side's 1 of a count or of a sum of one side), its value is read from the
+// slot or the Const, not run through ExecEvalExpr: the matmul's 160k probe
+// rows evaluated three lists of Vars each (perf: Eval 3% of the forward).
 struct Exprs {
   List *states;  // ExprStates
   int n;
-  AttrNumber *att;   // per expression: its attribute, where every one is a Var
-  AttrNumber natts;  // the highest (0: evaluated)
+  bool direct;      // every one a Var or a Const
+  AttrNumber *att;  // per expression: its attribute, 0 for a Const
+  Datum *cval;      // per expression: a Const's value
+  bool *cnull;
+  AttrNumber natts;  // the highest attribute
 };
 
 struct State {
@@ -1260,12 +1264,13 @@ uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool
 
 // Evaluates `e` over the outer tuple into v, n.
 inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
-  if (e.natts > 0) {
+  if (e.direct) {
     TupleTableSlot *slot = ec->ecxt_outertuple;
-    slot_getsomeattrs(slot, e.natts);
+    if (e.natts > 0) slot_getsomeattrs(slot, e.natts);
     for (int i = 0; i < e.n; i++) {
-      v[i] = slot->tts_values[e.att[i] - 1];
-      n[i] = slot->tts_isnull[e.att[i] - 1];
+      AttrNumber a = e.att[i];
+      v[i] = a > 0 ? slot->tts_values[a - 1] : e.cval[i];
+      n[i] = a > 0 ? slot->tts_isnull[a - 1] : e.cnull[i];
     }
     return;
   }
@@ -1624,9 +1629,8 @@ bool Build(State *st) {
       else
         prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
       if (kind == kAccAvg) {
-        AvgAccum(s, *has, prod);
-        has[1] = has[2] = true;
-      } else if (st->f4[a]) {  // float4pl: the sum rounded to float4
+        AvgAccum(s, *has, prod);  // (Sx's and Sxx's own flags are never read)
+      } else if (st->f4[a]) {     // float4pl: the sum rounded to float4
         *s = *has ? float4_pl(static_cast<float4>(*s), static_cast<float4>(prod)) : prod;
       } else {
         *s = *has ? float8_pl(*s, prod) : prod;
@@ -1750,19 +1754,26 @@ Exprs InitExprs(List *exprs, PlanState *ps) {
   e.states = NIL;
   e.n = list_length(exprs);
   e.att = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (e.n + 1)));
+  e.cval = static_cast<Datum *>(palloc0(sizeof(Datum) * (e.n + 1)));
+  e.cnull = static_cast<bool *>(palloc0(e.n + 1));
   e.natts = 0;
-  bool vars = true;
+  e.direct = true;
   int i = 0;
   ListCell *lc;
   foreach (lc, exprs) {
     Node *x = static_cast<Node *>(lfirst(lc));
     e.states = lappend(e.states, ExecInitExpr(reinterpret_cast<Expr *>(x), ps));
-    const Var *v = IsA(x, Var) ? reinterpret_cast<const Var *>(x) : nullptr;
-    vars = vars && v && v->varno == OUTER_VAR && v->varattno > 0;
-    e.att[i++] = vars ? v->varattno : 0;
+    if (IsA(x, Const)) {
+      e.cval[i] = castNode(Const, x)->constvalue;
+      e.cnull[i] = castNode(Const, x)->constisnull;
+    } else if (IsA(x, Var) && castNode(Var, x)->varno == OUTER_VAR && castNode(Var, x)->varattno > 0) {
+      e.att[i] = castNode(Var, x)->varattno;
+      e.natts = Max(e.natts, e.att[i]);
+    } else {
+      e.direct = false;
+    }
+    i++;
   }
-  if (vars)
-    for (i = 0; i < e.n; i++) e.natts = Max(e.natts, e.att[i]);
   return e;
 }
 
