@@ -10,7 +10,8 @@ values, thousands of rows), generates a random loss over them (joins on shared
 keys, filters, GROUP BY aggregates, CTEs read once or twice, UNION ALL,
 EXISTS, CASE/GREATEST kinks, softmax by GROUP BY and by windows, window
 aggregates over partitions, ORDER BY frames (ROWS, RANGE, GROUPS, EXCLUDE), lag/lead,
-top-k by row_number/rank/dense_rank) and asks for grad('loss', p.val).
+top-k by row_number/rank/dense_rank, sums, averages and counts over joins) and
+asks for grad('loss', p.val).
 
 Allowed outcomes: a correct gradient, or a refusal whose SQLSTATE is outside
 class XX. A crash, an internal error or a wrong number fails the soak.
@@ -206,8 +207,13 @@ def relation(depth):
                        "x.k = y.k AND x.g = y.g"])
         k1, k2 = R.choice([("x.k", "y.g"), ("x.k", "x.g"), ("y.k", "y.g"), ("y.k", "x.k"), ("x.g", "y.k")])
         agg = R.choice(["sum", "sum", "avg"])
-        arg = R.choice(["x.v * y.v", "x.v * y.v", "x.v * (y.v + 1)", "(x.v - y.v) * 2"])
-        sel = f"SELECT {k1} AS k, {k2} AS g, {agg}({arg}) AS v"
+        # and one side's value summed over the pairs (the other side's 1), a
+        # count of the pairs or of one side's non-NULL values beside it: the
+        # contraction node's shapes (ddx.contraction)
+        arg = R.choice(["x.v * y.v", "x.v * y.v", "x.v * (y.v + 1)", "(x.v - y.v) * 2", "y.v", "x.v"])
+        val = R.choice([f"{agg}({arg})", f"{agg}({arg})", f"{agg}({arg})", f"{agg}({arg}) + 0.1 * count(*)",
+                        f"sum({arg}) / (1 + count(y.v))", f"{agg}({arg}) * count(x.v)"])
+        sel = f"SELECT {k1} AS k, {k2} AS g, {val} AS v"
         tail = f" ON {on} GROUP BY {k1}, {k2}"
         if SWAP:
             return f"{sel} FROM ({b}) y JOIN ({a}) x{tail}", pa or pb
@@ -286,7 +292,42 @@ def close(a, b, rtol=1e-6, atol=1e-8):
     return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
 
-STATS = {"fd_rows": 0, "kink_rows": 0, "jvp_checked": 0, "jvp_refused": 0}
+STATS = {"fd_rows": 0, "kink_rows": 0, "jvp_checked": 0, "jvp_refused": 0, "ill": 0}
+
+
+def ill_conditioned(cur, loss, L):
+    """Whether rounding alone moves this loss far: two programs that sum in
+    different orders then give gradients further apart than the relations'
+    tolerances, and no verdict can come of comparing them. Two probes, each in
+    a transaction rolled back: the same rows in reverse physical order
+    (PostgreSQL sums in scan order) moving the loss by more than 1e-10
+    relative, and every value scaled by 1 + 2^-40 (which keeps ties) moving it
+    by more than 1e-8 (a condition number above ~1e4). sin(v⁴) of a sum v ~
+    3e7 of extreme values (seed 13, case 110) came out 2.5e26 and -1.2e26
+    with the node on and off, and L²'s gradient 0.7% from 2L∇L; sin(v²) of v
+    ~ 2e4 moved jvp against <grad, t> by 1e-7 (seed 9, case 54)."""
+    if L is None:
+        return False
+    if not math.isfinite(L):
+        return True
+    probes = [("CREATE TEMP TABLE {t}_rev ON COMMIT DROP AS SELECT * FROM {t} ORDER BY ctid DESC; "
+               "TRUNCATE {t}; INSERT INTO {t} SELECT * FROM {t}_rev", 1e-10),
+              ("UPDATE {t} SET val = val * (1 + 2 ^ (-40))", 1e-8)]
+    for sql, tol in probes:
+        cur.execute("BEGIN")
+        try:
+            for t in ("p", "d"):
+                cur.execute(sql.format(t=t))
+            L2 = loss_value(cur, loss)
+        except psycopg2.errors.QueryCanceled:
+            cur.execute("ROLLBACK")
+            raise
+        except psycopg2.Error:
+            L2 = None  # (overflowed: as ill-conditioned as it gets)
+        cur.execute("ROLLBACK")
+        if L2 is None or not math.isfinite(L2) or abs(L - L2) > tol * max(abs(L), abs(L2)):
+            return True
+    return False
 
 
 def run_case(conn, i):
@@ -317,6 +358,8 @@ def run_checks(conn, i):
         ok = code[:2] != "XX" and code != "connection"
         return ("refused " + code) if ok else ("FAILED " + code + ": " + str(e).splitlines()[0]), loss, mode
     L = loss_value(cur, loss)
+    ill = ill_conditioned(cur, loss, L)
+    STATS["ill"] += ill
     problems = []
     # finite differences, screened at kinks; skipped for the large mode (cost)
     if mode != "large":
@@ -360,7 +403,7 @@ def run_checks(conn, i):
     cur.execute("SELECT coalesce(max(abs(val)), 0) FROM (SELECT val FROM p UNION ALL SELECT val FROM d) v")
     gmax = max([abs(x) for x in g.values() if x is not None] + [float(cur.fetchone()[0])])
     for ctid, v in g.items():
-        if v is None:
+        if v is None or ill:
             continue
         checks = [("3L", scaled[ctid], 3 * v), ("L+5", shifted[ctid], v), ("subquery", sub[ctid], v),
                   ("not materialized", nomat[ctid], v), ("join order", swapped[ctid], v),
@@ -368,7 +411,11 @@ def run_checks(conn, i):
         if L is not None and squared is not None:
             checks.append(("L^2", squared[ctid], 2 * L * v))
         for name, got, want in checks:
-            if not close(got, want, rtol, 1e-12 * max(1.0, abs(L or 0), gmax)):
+            # ∇(L²) = 2L∇L: its error is 2|L| times ∇L's (a row's gradient of
+            # -6.4e-7 beside others of 1.3e13, a cancellation, came out
+            # -5.6e6 against 2L∇L = -3.2e6 with L = 2.5e12: seed 7, case 15)
+            scale = 2 * abs(L) if name == "L^2" else 1.0
+            if not close(got, want, rtol, 1e-12 * scale * max(1.0, abs(L or 0), gmax)):
                 problems.append(f"{name}: {got} vs {want}")
     # the contraction node (ddx.contraction) gives PostgreSQL's answer: the
     # gradient and the loss's value with the node switched the other way
@@ -384,10 +431,10 @@ def run_checks(conn, i):
     finally:
         cur.execute(f"SET ddx.contraction = '{setting}'")
     ntol = rtol if mode == "large" else 1e-12
-    if not close(L_other, L, ntol, 1e-12 * max(1.0, abs(L or 0))):
+    if not ill and not close(L_other, L, ntol, 1e-12 * max(1.0, abs(L or 0))):
         problems.append(f"loss with ddx.contraction = {other}: {L_other} vs {L}")
     for ctid, v in g.items():
-        if not close(g_other.get(ctid), v, ntol, 1e-12 * max(1.0, abs(L or 0), gmax)):
+        if not ill and not close(g_other.get(ctid), v, ntol, 1e-12 * max(1.0, abs(L or 0), gmax)):
             problems.append(f"ddx.contraction = {other}: row {ctid}: {g_other.get(ctid)} vs {v}")
             break
     # forward mode: the jvp of the loss along a tangent of p's rows (keyed by
@@ -411,7 +458,7 @@ def run_checks(conn, i):
         elif code != "57014":
             STATS["jvp_refused"] += 1
         jv = "refused"
-    if jv != "refused":
+    if jv != "refused" and not ill:
         cur.execute("SELECT ctid::text, k, g FROM p")
         inner = sum((g[ctid] or 0) * tan.get((k, gg), 0.0) for ctid, k, gg in cur.fetchall())
         STATS["jvp_checked"] += 1
@@ -436,7 +483,7 @@ def run_checks(conn, i):
     # rounding: sin of a window sum of extreme values differed by 3e-9
     # relative between the two orders, with the build before and after.
     for a, b in zip(by_content, by_content2):
-        if a[:3] != b[:3] or not close(a[3], b[3], max(rtol, 1e-7), 1e-12):
+        if a[:3] != b[:3] or not ill and not close(a[3], b[3], max(rtol, 1e-7), 1e-12):
             # equal rows may legitimately swap gradients only if they are equal too; the sorted
             # lists compare multisets, so any difference here is a real one
             problems.append(f"row order: {a} vs {b}")
@@ -478,7 +525,7 @@ def main():
     print(f"soak: {args.queries} queries (seed {args.seed}) in {time.time() - t0:.0f} s, "
           f"{passed - refused} answered and checked, {refused} refused cleanly; "
           f"{STATS['fd_rows']} rows compared with finite differences, {STATS['kink_rows']} skipped at kinks, jvp checked on {STATS['jvp_checked']} "
-          f"(refused on {STATS['jvp_refused']})")
+          f"(refused on {STATS['jvp_refused']}); {STATS['ill']} ill-conditioned (relations between programs not compared)")
     print(f"soak: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
