@@ -399,14 +399,25 @@ SELECT sum(a.v * (b.v / 3e38::float4)) FROM f4 a JOIN f4 b ON a.k = b.k WHERE a.
 \echo :LAST_ERROR_SQLSTATE
 RESET ddx.contraction;
 
--- A column grouped by that PostgreSQL drops from the GROUP BY, as it
--- depends on a primary key grouped by (cpk.g), keeps PostgreSQL's plan (it
--- was not among the node's keys: "variable not found in subplan target list").
-CREATE TABLE cpk (k int PRIMARY KEY, g int, val float8);
-INSERT INTO cpk SELECT k, k % 3, 0.5 * k FROM generate_series(1, 12) k;
+-- A column that depends on a primary key grouped by (cpk.g, cpk.t): grouped
+-- by in the query and dropped from GROUP BY by PostgreSQL, or never grouped
+-- by. The node groups by it as well, which makes the same groups (it was
+-- once missing from the node's keys: "variable not found in subplan target
+-- list"); a NULL among its values. Also ORDER BY a sum or such a column.
+CREATE TABLE cpk (k int PRIMARY KEY, g int, t text, val float8);
+INSERT INTO cpk SELECT k, nullif(k % 3, 1), 't' || (k % 4), 0.5 * k FROM generate_series(1, 12) k;
 ANALYZE cpk;
 SELECT same_answer($$SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k, cpk.g$$);
 SELECT same_answer($$SELECT cpk.k, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
+SELECT same_answer($$SELECT cpk.g, cpk.t, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
+SELECT same_answer($$SELECT cpk.k, ca.i, cpk.t, avg(ca.val * cpk.val) AS v, count(*) AS w FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k, ca.i, cpk.t$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY v DESC, k LIMIT 3;
+SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY v DESC, k LIMIT 3;
+SELECT cpk.g, cpk.t, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY cpk.t, cpk.g NULLS FIRST, v;
+RESET ddx.contraction;
+SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY v DESC, k LIMIT 3;
+SELECT cpk.g, cpk.t, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY cpk.t, cpk.g NULLS FIRST, v;
 -- Left alone: outer joins, other aggregates, HAVING, a non-equality join,
 -- sum(float4) of a float8 product cast.
 SELECT same_answer($$SELECT ca.i, sum(ca.val * cb.val) AS v FROM ca LEFT JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);

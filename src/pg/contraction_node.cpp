@@ -21,7 +21,8 @@
 // float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
 // one side's columns and g over the other's, AVG of such a product, or
 // COUNT(*) or COUNT(e) of one side's expression (NodeAggregate); every
-// other target entry a GROUP BY key over one side's columns or a stable
+// other target entry a GROUP BY key over one side's columns, a column that
+// depends on a primary key grouped by (one more key: GroupKeys), or a stable
 // expression of the keys and aggregates; no HAVING, grouping sets, volatile
 // functions, sublinks or PARAM_EXEC; a side whose keys or factors may raise
 // an error is never the hashed one (MayRaise). Any other query keeps PostgreSQL's own plan. The GUC
@@ -83,6 +84,7 @@ extern "C" {
 #include "optimizer/prep.h"
 #include "optimizer/restrictinfo.h"
 #include "optimizer/tlist.h"
+#include "parser/parse_oper.h"
 #include "parser/parsetree.h"
 #include "utils/datum.h"
 #include "utils/float.h"
@@ -509,6 +511,31 @@ bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
     s->ghash = lappend_oid(s->ghash, lh);
     s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
   }
+  // A column of the output that is not a GROUP BY key: a plain Var there
+  // depends on a primary key grouped by (the parser allows no other), either
+  // written so or grouped by in the query and then dropped from GROUP BY by
+  // remove_useless_groupby_columns (planner.c). Each group holds one row of
+  // its table, so one value of the column, and grouping by it as well makes
+  // the same groups. It is a key of the node (the output reads it from the
+  // node's scan tuple, where setrefs.c must find it: "variable not found in
+  // subplan target list"), compared by its type's default equality, as GROUP
+  // BY compares it.
+  foreach (lc, root->processed_tlist) {
+    Node *e = reinterpret_cast<Node *>(lfirst_node(TargetEntry, lc)->expr);
+    if (!IsA(e, Var) || castNode(Var, e)->varlevelsup != 0 || list_member(s->gexprs, e)) continue;
+    int side = SideOf(root, e, sides, 0);
+    Oid eqop = InvalidOid;
+    bool hashable = false;
+    get_sort_group_operators(exprType(e), false, false, false, nullptr, &eqop, nullptr, &hashable);
+    RegProcedure lh, rh;
+    if (side < 0 || !OidIsValid(eqop) || !hashable || !get_op_hash_functions(eqop, &lh, &rh))
+      return No("an output column that depends on a primary key grouped by, of a type without hashing");
+    s->gexprs = lappend(s->gexprs, e);
+    s->gside = lappend_int(s->gside, side);
+    s->geq = lappend_oid(s->geq, get_opcode(eqop));
+    s->ghash = lappend_oid(s->ghash, lh);
+    s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
+  }
   return true;
 }
 
@@ -562,14 +589,11 @@ bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Sh
     Node *e = static_cast<Node *>(lfirst(lc));
     Index ref = target->sortgrouprefs ? target->sortgrouprefs[i] : 0;
     i++;
-    if (ref != 0) {
-      // A column grouped by in the query but gone from its GROUP BY
-      // (remove_useless_groupby_columns drops a column functionally
-      // dependent on a primary key grouped by): not among the node's keys.
-      if (!get_sortgroupref_clause_noerr(ref, root->parse->groupClause))
-        return No("an output column grouped by but dropped from GROUP BY (it depends on a primary key)");
-      continue;
-    }
+    // A GROUP BY key, or a column that depends on one (GroupKeys). Other
+    // entries with a sortgroupref are ORDER BY's or DISTINCT's: over the
+    // keys and sums as any other.
+    if (ref != 0 && get_sortgroupref_clause_noerr(ref, root->parse->groupClause)) continue;
+    if (list_member(s->gexprs, e)) continue;
     SumsCtx ctx{root, sides, s, false};
     if (NotOverSums(e, &ctx)) {
       if (!ctx.refused) No("an output column that is neither a GROUP BY key nor an expression of the keys and sums");
