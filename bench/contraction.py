@@ -7,7 +7,10 @@ For each workload: the forward loss query under PostgreSQL's default plan and
 with nested loops off (node off; the best is the honest denominator), the
 forward with the node (ddx.contraction = all), and the statement with every
 parameter's gradient with the node off and on; the speedups node on / off;
-and, for the matmul, PyTorch's forward+backward (float64, one thread).
+and, for the matmul, PyTorch's forward+backward (float64, one thread) beside
+ddx's: the statement that returns the loss and its gradient from one pass
+(ddx_value and grad, what ddx_adamw_step runs), and, the stricter count, the
+forward statement and the gradient statement added.
 Workloads: the matmul, the 2-layer MLP and causal attention of bench.py.
 """
 import os
@@ -28,14 +31,17 @@ def row(off, on, name, ctes, params, torch_time=None):
     forward = f"WITH {ctes} SELECT l FROM loss"
     grad = f"WITH {ctes} " + " UNION ALL ".join(f"SELECT '{p}' AS t, grad('loss', {p}.val) AS g FROM {p}" for p in params)
     nl, dflt = "SET enable_nestloop = off; ", "RESET enable_nestloop; "
+    value_grad = (f"WITH {ctes} SELECT '{params[0]}' AS t, grad('loss', {params[0]}.val) AS g, ddx_value('loss') AS l "
+                  f"FROM {params[0]}")
     runs = [(off, dflt + forward), (off, nl + forward), (on, dflt + forward), (on, nl + forward), (off, dflt + grad),
-            (on, dflt + grad)]
+            (on, dflt + grad)] + ([(on, dflt + value_grad)] if torch_time else [])
     # two sessions, one per setting, each set once: a changed setting plans
     # cached statements (ddx's programs among them) again, which a session
     # that switched would time
-    d, nloff, fon_d, fon_nl, goff, gon = interleaved(runs, REPEATS)
+    d, nloff, fon_d, fon_nl, goff, gon, *vg = interleaved(runs, REPEATS)
     best, fon = min(d, nloff), min(fon_d, fon_nl)
-    t = f"{torch_time:9.2f} {(fon + gon) / torch_time:8.0f}x" if torch_time else f"{'-':>9} {'-':>9}"
+    t = (f"{torch_time:9.2f} {vg[0]:8.0f} {vg[0] / torch_time:8.0f}x {(fon + gon) / torch_time:8.0f}x" if torch_time
+         else f"{'-':>9} {'-':>8} {'-':>9} {'-':>9}")
     print(f"{name:<36} {d:8.0f} {nloff:8.0f} {fon:8.0f} {best / fon:6.1f}x {goff:8.0f} {gon:8.0f} {goff / gon:6.1f}x {t}",
           flush=True)
 
@@ -47,7 +53,7 @@ def main():
     off, on = node_session(DB, "off"), node_session(DB, "all")
     print(f"median of {REPEATS} interleaved runs, ms; forward speedup = best forward without the node / with it")
     print(f"{'workload':<36} {'default':>8} {'nl off':>8} {'node':>8} {'fwd':>7} {'grad off':>8} {'grad on':>8} "
-          f"{'grad':>7} {'torch f+b':>9} {'on/torch':>9}")
+          f"{'grad':>7} {'torch f+b':>9} {'value+g':>8} {'vg/torch':>9} {'f+g/torch':>9}")
     X = np.random.default_rng(1).normal(size=(10000, 16))
     W = np.random.default_rng(2).normal(size=(16, 8)) / 4
     tm.psql(tm.matrix("x", X) + tm.matrix("w", W) + "ANALYZE;", db=DB)
