@@ -170,6 +170,10 @@ SELECT same_answer($$SELECT cz.i / cz.val AS g, ca.i, sum(cz.val * ca.val) AS v 
                      GROUP BY cz.i / cz.val, ca.i$$);
 SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(ln(cz.val) * (ca.val + 1)) AS v FROM cz JOIN ca ON cz.k = ca.k
                      GROUP BY cz.i, ca.i$$);
+-- GREATEST and LEAST (ReLU) raise nothing: they compare with the type's
+-- btree comparison, which is leakproof for float8.
+SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(greatest(cz.val - 3, 0) * least(ca.val, 0.5)) AS v
+                     FROM cz JOIN ca ON cz.k = ca.k GROUP BY cz.i, ca.i$$);
 
 -- A sum or avg of one side's expression (a product with the other side's
 -- 1): sum(cb.val) per ca.i, a product within one side, float4, a constant.

@@ -94,6 +94,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/ruleutils.h"
+#include "utils/typcache.h"
 }
 
 namespace {
@@ -208,6 +209,11 @@ bool MayRaiseWalker(Node *n, void *) {
     case T_FuncExpr:
       if (!CannotRaise(castNode(FuncExpr, n)->funcid)) return true;
       break;
+    case T_MinMaxExpr: {  // GREATEST, LEAST (ReLU): the type's btree comparison (ExecEvalMinMax)
+      TypeCacheEntry *tc = lookup_type_cache(castNode(MinMaxExpr, n)->minmaxtype, TYPECACHE_CMP_PROC);
+      if (!OidIsValid(tc->cmp_proc) || !get_func_leakproof(tc->cmp_proc)) return true;
+      break;
+    }
     case T_OpExpr:
     case T_DistinctExpr:
     case T_NullIfExpr: {
