@@ -109,6 +109,11 @@ out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/faults.py 2>&1)
 echo "$out"
 tally faults "$out"
 
+note "contraction node fuzz: random grouped queries over joins, the node against PostgreSQL's own plan"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/contraction_fuzz.py --queries 2000 --seed 20261203 2>&1)
+echo "$out" | tail -5
+tally "contraction fuzz" "$out"
+
 note "golden snapshots: the gradient programs of the bench workloads and the GPT"
 out=$(PGDATABASE=postgres /usr/bin/python3 test/golden/programs.py 2>&1)
 echo "$out" | tail -3

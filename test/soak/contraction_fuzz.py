@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""Differential fuzz of the contraction node: random grouped queries over
+joins, each run with ddx.contraction = 'all' and = 'off', whose answers must
+be the same.
+
+Usage: contraction_fuzz.py [--queries N] [--seed S] [--verbose]
+
+The values are small multiples of 1/8 (and NULLs): every product and every
+sum of them is exact in float8 and in float4, whatever the order of the
+additions, so the node's answer and PostgreSQL's are compared exactly, row
+by row, as multisets. In the "extreme" data mode values near 1e300 and
+1e-300 make products overflow and underflow: then both settings must raise
+the same SQLSTATE (22003 as float8mul does), or both answer the same.
+
+Each query draws the sides (tables, a filtered subquery, a CTE, a join of
+two tables), the join's equalities (integer, text, int4 = int8, two keys),
+an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
+expressions of one side, none, a column that depends on a primary key),
+the aggregates (sum, avg, count(*), count(e) of products, of one side's
+expressions, of expressions of each side, COALESCE(f * g, 0)), expressions
+of the sums in the output, and ORDER BY. Some run as prepared statements
+with a $1 under a generic plan. Closes with "contraction fuzz: N passed, N
+failed" and how many queries the node ran (a generator that stopped
+reaching the node would test nothing: fewer than a third fails).
+"""
+import argparse
+import random
+import sys
+
+import psycopg2
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--queries", type=int, default=300)
+ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--verbose", action="store_true")
+args = ap.parse_args()
+R = random.Random(args.seed)
+DB = "ddx_contraction_fuzz"
+
+
+def value(mode):
+    if R.random() < 0.15:
+        return None
+    if mode == "extreme" and R.random() < 0.3:
+        return R.choice([1e300, -1e300, 1e-300, 3e-200, 2e200])
+    return R.randint(-16, 16) / 8
+
+
+def load(cur, mode):
+    """Tables a and b (i, k, t, v float8, f float4), and pk (k primary key,
+    g, name, v). Keys small, with NULLs and duplicates."""
+    cur.execute("DROP TABLE IF EXISTS a, b, pk")
+    for t in ("a", "b"):
+        cur.execute(f"CREATE TABLE {t} (i int, k int, t text, v float8, f float4)")
+        n = R.choice([0, 1, 5, 20, 60, 200])
+        keys = R.choice([1, 3, 8, 30])
+        rows = []
+        for _ in range(n):
+            k = None if R.random() < 0.1 else R.randrange(keys)
+            i = None if R.random() < 0.05 else R.randrange(6)
+            tx = None if R.random() < 0.05 else R.choice(["x", "y", "zz", ""])
+            v = value(mode)
+            f = None if v is None or abs(v) > 1e30 or (v != 0 and abs(v) < 1e-30) else v
+            rows.append((i, k, tx, v, f))
+        cur.executemany(f"INSERT INTO {t} VALUES (%s, %s, %s, %s, %s)", rows)
+    cur.execute("CREATE TABLE pk (k int PRIMARY KEY, g int, name text, v float8)")
+    cur.executemany("INSERT INTO pk VALUES (%s, %s, %s, %s)",
+                    [(k, None if R.random() < 0.2 else R.randrange(3), R.choice(["p", "q", None]), value(mode))
+                     for k in range(R.choice([1, 4, 12]))])
+    cur.execute("ANALYZE a; ANALYZE b; ANALYZE pk")
+
+
+def side(name, alias):
+    """A relation named alias with columns (i, k, t, v, f)."""
+    c = R.random()
+    if c < 0.55:
+        return f"{name} {alias}", None
+    if c < 0.7:
+        cond = R.choice(["k IS NOT NULL", "v > -1", "i <> 2", "t <> 'y'"])
+        return f"(SELECT * FROM {name} WHERE {cond}) {alias}", None
+    if c < 0.85:
+        cte = f"c_{alias}"
+        mat = R.choice(["", "MATERIALIZED ", "NOT MATERIALIZED "])
+        return f"{cte} {alias}", f"{cte} AS {mat}(SELECT i, k, t, v * 0.5 AS v, f FROM {name})"
+    # a join of two tables as one side
+    return (f"(SELECT s1.i, s2.k, s1.t, s1.v, s1.f FROM {name} s1 JOIN pk s2 ON s1.k = s2.k) {alias}", None)
+
+
+def factor(x, f4=False):
+    col = f"{x}.f" if f4 else f"{x}.v"
+    if f4:
+        return R.choice([col, col, f"abs({col})", f"(- {col})"])
+    return R.choice([col, col, f"abs({col})", f"({col} * 2)", f"({col} + 0.5)", f"(- {col})",
+                     f"coalesce({col}, 0.25)", f"greatest({col}, 0)", f"CAST({x}.i AS float8)"])
+
+
+def aggregate():
+    c = R.random()
+    if c < 0.35:
+        return f"sum({factor('x')} * {factor('y')})"
+    if c < 0.45:
+        return f"sum({factor('x', True)} * {factor('y', True)})"
+    if c < 0.55:
+        return f"avg({factor('x')} * {factor('y')})"
+    if c < 0.63:
+        return "count(*)"
+    if c < 0.7:
+        return f"count({R.choice(['x.v', 'y.v', 'x.t', 'y.k'])})"
+    if c < 0.8:
+        return f"{R.choice(['sum', 'avg'])}({factor(R.choice(['x', 'y']))})"
+    if c < 0.87:
+        return f"sum(COALESCE({factor('x')} * {factor('y')}, 0))"
+    if c < 0.93:
+        return f"sum({factor('y')} * {factor('x')})"
+    return f"sum(x.v * y.v) FILTER (WHERE x.i > 1)"  # (PostgreSQL's plan: FILTER)
+
+
+def query():
+    ctes = []
+    a, ca = side("a", "x")
+    b, cb = side("b", "y")
+    ctes += [c for c in (ca, cb) if c]
+    on = R.choice(["x.k = y.k", "x.k = y.k", "x.k = y.k AND x.i = y.i", "x.t = y.t", "x.k::int8 = y.k",
+                   "x.i = y.k", "x.k = y.k AND x.i <= y.i"])
+    keys = R.choice([[], ["x.i"], ["y.i"], ["x.i", "y.i"], ["x.t", "y.k"], ["y.t"], ["x.i % 3"],
+                     ["x.i", "y.i", "x.t"], ["coalesce(y.k, -1)"]])
+    join_pk = R.random() < 0.2
+    if join_pk:
+        keys = ["p.k"] + keys
+    outs = list(keys)
+    if join_pk and R.random() < 0.6:
+        outs += R.sample(["p.g", "p.name"], R.randint(1, 2))  # depend on p.k
+    aggs = [aggregate() for _ in range(R.randint(1, 3))]
+    exprs = []
+    for k, ag in enumerate(aggs):
+        c = R.random()
+        if c < 0.7:
+            exprs.append(f"{ag} AS a{k}")
+        elif c < 0.85:
+            exprs.append(f"({ag}) * 2 + 1 AS a{k}")
+        else:
+            exprs.append(f"abs({ag}) AS a{k}")
+    frm = f"{a} JOIN {b} ON {on}"
+    if join_pk:
+        frm += " JOIN pk p ON p.k = x.k" if R.random() < 0.5 else " JOIN pk p ON p.k = y.i"
+    where = R.choice(["", "", f" WHERE x.v IS NOT NULL", " WHERE y.i < $1", " WHERE x.k <> $1"])
+    written_keys = keys + ([o for o in outs if o not in keys] if R.random() < 0.5 else [])
+    group = f" GROUP BY {', '.join(written_keys)}" if keys else ""
+    sel = ", ".join([f"{o} AS k{n}" for n, o in enumerate(outs)] + exprs)
+    order = R.choice(["", "", " ORDER BY 1", f" ORDER BY a0 DESC NULLS LAST"])
+    with_ = f"WITH {', '.join(ctes)} " if ctes else ""
+    return f"{with_}SELECT {sel} FROM {frm}{where}{group}{order}", "$1" in where
+
+
+def run(cur, sql, param, setting):
+    cur.execute(f"SET ddx.contraction = '{setting}'")
+    plan = ""
+    try:
+        if param:
+            cur.execute("DEALLOCATE ALL")
+            cur.execute("SET plan_cache_mode = force_generic_plan")
+            cur.execute(f"PREPARE q(int) AS {sql}")
+            cur.execute("EXPLAIN (COSTS OFF) EXECUTE q(1)")
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            cur.execute("EXECUTE q(1)")
+        else:
+            cur.execute(f"EXPLAIN (COSTS OFF) {sql}")
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            cur.execute(sql)
+        rows = cur.fetchall()
+        return None, rows, "ddx contraction" in plan
+    except psycopg2.Error as e:
+        return e.pgcode or "connection", None, "ddx contraction" in plan
+    finally:
+        cur.execute("RESET plan_cache_mode")
+
+
+def canon(rows, exact):
+    """Rows as a sorted multiset; floats exact (their products and sums are),
+    or only whether they are NULL (extreme: 1e300 - 1e300 + 1 is 1 or 0 by
+    the order of the additions)."""
+    def one(v):
+        if v is None:
+            return (0, "")
+        if isinstance(v, float):
+            return (1, repr(v) if exact else "a number")
+        return (1, repr(v))
+    return sorted(tuple(one(v) for v in r) for r in rows)
+
+
+def main():
+    admin = psycopg2.connect(dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    admin.cursor().execute(f"CREATE DATABASE {DB}")
+    conn = psycopg2.connect(dbname=DB)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("CREATE EXTENSION ddx")
+    cur.execute("SET statement_timeout = '20s'")
+    passed = failed = used = raised = 0
+    mode = "plain"
+    for n in range(args.queries):
+        if n % 10 == 0:
+            mode = R.choice(["plain", "plain", "plain", "extreme"])
+            load(cur, mode)
+        sql, param = query()
+        try:
+            e_on, r_on, node = run(cur, sql, param, "all")
+            e_off, r_off, _ = run(cur, sql, param, "off")
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+            failed += 1
+            print(f"query {n} [{mode}] FAILED connection lost (crash?): {str(e).splitlines()[0]}\n  {sql}", flush=True)
+            conn = psycopg2.connect(dbname=DB)
+            conn.autocommit = True
+            cur = conn.cursor()
+            mode = "plain"
+            load(cur, mode)
+            continue
+        used += node
+        problem = None
+        if e_on or e_off:
+            if e_on != e_off:
+                problem = f"errors differ: node {e_on}, PostgreSQL {e_off}"
+            elif e_on[:2] == "XX" or e_on == "connection":
+                problem = f"internal error {e_on}"
+            elif e_on not in ("22003", "22012", "57014"):
+                problem = f"unexpected error {e_on}"
+            raised += node and not problem
+        elif canon(r_on, mode != "extreme") != canon(r_off, mode != "extreme"):
+            c_on, c_off = canon(r_on, mode != "extreme"), canon(r_off, mode != "extreme")
+            only_on = [r for r in c_on if r not in c_off][:3]
+            only_off = [r for r in c_off if r not in c_on][:3]
+            problem = f"answers differ ({len(r_on)} rows vs {len(r_off)}): node {only_on} vs {only_off}"
+        if problem:
+            failed += 1
+            print(f"query {n} [{mode}] FAILED {problem}\n  {sql}", flush=True)
+        else:
+            passed += 1
+            if args.verbose:
+                print(f"query {n} [{mode}] ok{' (node)' if node else ''}{' ' + e_on if e_on else ''}: {sql}")
+    share = used / max(1, args.queries)
+    print(f"contraction fuzz: {args.queries} queries (seed {args.seed}), the node ran {used} "
+          f"({share:.0%}; {raised} of them raised as PostgreSQL did), each compared with PostgreSQL's own plan")
+    if share < 1 / 3:
+        failed += 1
+        print("FAILED: the node ran fewer than a third of the queries: the generator no longer reaches it")
+    print(f"contraction fuzz: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
