@@ -159,8 +159,8 @@ EXPLAIN (COSTS OFF) SELECT sum(a.val * b.val) FROM big a JOIN big b ON a.k = b.k
 -- ln(0) or a division by zero on a row that joins nothing raises no error.
 -- The node computes its build side's for every row, so a side whose
 -- expressions may raise (a function that is not leakproof) is the side it
--- streams (cz is the smaller side, which it would otherwise build), and
--- where both sides' may, the query keeps PostgreSQL's plan.
+-- streams (cz is the smaller side, which it would otherwise build); where
+-- both sides' may, see below.
 CREATE TABLE cz (i int, k int, val float8);
 INSERT INTO cz SELECT i, i % 12 + 1, i FROM generate_series(1, 20) i;
 INSERT INTO cz VALUES (99, 77, 0);
@@ -170,6 +170,37 @@ SELECT same_answer($$SELECT cz.i / cz.val AS g, ca.i, sum(cz.val * ca.val) AS v 
                      GROUP BY cz.i / cz.val, ca.i$$);
 SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(ln(cz.val) * (ca.val + 1)) AS v FROM cz JOIN ca ON cz.k = ca.k
                      GROUP BY cz.i, ca.i$$);
+-- Where the factors of both sides may raise (but no GROUP BY key), one side
+-- is built with its factors computed on a row's first pair, as late as
+-- PostgreSQL computes them: ln(0) on a row that joins nothing (cz, k = 77),
+-- or that joins only pairs the key condition rejects (czq, i = 400), raises
+-- nothing; on a row that joins, it raises as PostgreSQL's plan does.
+CREATE TABLE czq (i int, k int, val float8);
+INSERT INTO czq SELECT i, i % 12 + 1, i FROM generate_series(1, 20) i;
+INSERT INTO czq VALUES (400, 1, 0), (401, 77, 0);
+ANALYZE czq;
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT cz.i, ca.i AS i2, sum(ln(cz.val) * (ca.val + 1)) AS v FROM cz JOIN ca ON cz.k = ca.k
+                    GROUP BY cz.i, ca.i;
+RESET ddx.contraction;
+-- (the streamed side's factors too: ln(czq.val) alone may raise, so czq is
+-- streamed, and its row (400, 1, 0) raised before the key condition was
+-- tested; found by test/soak/contraction_fuzz.py)
+SELECT same_answer($$SELECT czq.i, ca.i AS i2, sum(ln(czq.val) * ca.val) AS v
+                     FROM czq JOIN ca ON czq.k = ca.k AND czq.i <= ca.i GROUP BY czq.i, ca.i$$);
+SELECT same_answer($$SELECT czq.i, ca.i AS i2, sum(ln(czq.val) * (ca.val + 1)) AS v, count(*) AS w
+                     FROM czq JOIN ca ON czq.k = ca.k AND czq.i <= ca.i GROUP BY czq.i, ca.i$$);
+SELECT same_answer($$SELECT czq.i, ca.i AS i2, avg(sqrt(czq.val) * abs(ca.val - 1)) AS v
+                     FROM czq JOIN ca ON czq.k = ca.k AND czq.i <= ca.i GROUP BY czq.i, ca.i$$);
+SET ddx.contraction = 'all';
+SELECT sum(ln(czq.val) * (ca.val + 1)) FROM czq JOIN ca ON czq.k = ca.k;  -- ln(0) of (400, 1, 0), which joins
+\echo :LAST_ERROR_SQLSTATE
+RESET ddx.contraction;
+SELECT sum(ln(czq.val) * (ca.val + 1)) FROM czq JOIN ca ON czq.k = ca.k;
+\echo :LAST_ERROR_SQLSTATE
+-- Both sides' GROUP BY keys may raise: PostgreSQL's plan.
+SELECT same_answer($$SELECT cz.i / cz.val AS g, ca.i / (ca.val + 2) AS h, sum(cz.val * ca.val) AS v
+                     FROM cz JOIN ca ON cz.k = ca.k GROUP BY 1, 2$$);
 -- GREATEST and LEAST (ReLU) raise nothing: they compare with the type's
 -- btree comparison, which is leakproof for float8.
 SELECT same_answer($$SELECT cz.i, ca.i AS i2, sum(greatest(cz.val - 3, 0) * least(ca.val, 0.5)) AS v

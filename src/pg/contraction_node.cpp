@@ -25,7 +25,9 @@
 // depends on a primary key grouped by (one more key: GroupKeys), or a stable
 // expression of the keys and aggregates; no HAVING, grouping sets, volatile
 // functions, sublinks or PARAM_EXEC; a side whose keys or factors may raise
-// an error is never the hashed one (MayRaise). Any other query keeps PostgreSQL's own plan. The GUC
+// an error is not the hashed one where the other's cannot (MayRaise), and
+// where both sides' factors may, the hashed side's are computed on each
+// row's first pair (LazyFactors). Any other query keeps PostgreSQL's own plan. The GUC
 // ddx.contraction decides where it is considered: off, programs (ddx's
 // gradient programs and jvp queries; the default) or all.
 //
@@ -126,7 +128,9 @@ create_upper_paths_hook_type prev_upper_hook = nullptr;
 //      (in the plan: INDEX_VAR references to the keys' scan-tuple columns)
 //   18 1 where the node also numbers its groups, row_number() OVER () (the
 //      scan tuple's last column: NumberGroups)
-//   19 (planning only) the Aggrefs
+//   19 1 where the build side's factors may raise: computed on a build row's
+//      first pair (LazyFactors), not at the build
+//   20 (planning only) the Aggrefs
 enum Priv {
   kBuildRels,
   kProbeRels,
@@ -147,6 +151,7 @@ enum Priv {
   kNullZero,
   kKeyQuals,
   kNumbered,
+  kLazyFactors,
   kNPriv
 };
 
@@ -728,17 +733,32 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   double bytes[2];
   for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
   int b = bytes[0] <= bytes[1] ? 0 : 1;
-  bool raises[2] = {false, false};  // (MayRaise: a side that may raise is probed, never built)
-  for (int s = 0; s < 2; s++) raises[s] = MayRaise(reinterpret_cast<Node *>(shape.factors[s]));
+  // (MayRaise) A side whose expressions may raise is probed, not built.
+  // Where both sides' may, a side whose group keys cannot is built with its
+  // factors computed on each row's first pair, as late as PostgreSQL
+  // computes them (LazyFactors); where both sides' keys may, the query keeps
+  // PostgreSQL's plan.
+  bool fraise[2], kraise[2] = {false, false};
+  for (int s = 0; s < 2; s++) fraise[s] = MayRaise(reinterpret_cast<Node *>(shape.factors[s]));
   ListCell *lg, *lgs;
-  forboth(lg, shape.gexprs, lgs, shape.gside) raises[lfirst_int(lgs)] =
-      raises[lfirst_int(lgs)] || MayRaise(static_cast<Node *>(lfirst(lg)));
-  if (raises[0] && raises[1]) {
-    No("a GROUP BY key or factor on each side that may raise an error (not leakproof): the build side's "
-       "are computed for rows that join nothing");
+  forboth(lg, shape.gexprs, lgs, shape.gside) kraise[lfirst_int(lgs)] =
+      kraise[lfirst_int(lgs)] || MayRaise(static_cast<Node *>(lfirst(lg)));
+  bool raises[2] = {fraise[0] || kraise[0], fraise[1] || kraise[1]};
+  if (raises[b] && !raises[1 - b]) b = 1 - b;
+  if (raises[b] && kraise[b]) b = 1 - b;
+  if (kraise[b]) {
+    No("a GROUP BY key on each side that may raise an error (not leakproof): the build side's are computed for "
+       "rows that join nothing");
     return;
   }
-  if (raises[b]) b = 1 - b;
+  bool lazy = fraise[b];
+  if (shape.extra && kraise[1 - b]) {
+    // (the streamed side's group keys are computed on a row's first pair,
+    // before the key conditions that read them)
+    No("a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes it only "
+       "for the pairs the condition keeps");
+    return;
+  }
   int p = 1 - b;
 
   // PostgreSQL's own aggregate over the join, for when memory runs out.
@@ -820,6 +840,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   priv = lappend(priv, shape.null_zero);
   priv = lappend(priv, shape.extra);
   priv = lappend(priv, makeInteger(0));
+  priv = lappend(priv, makeInteger(lazy ? 1 : 0));
   priv = lappend(priv, shape.aggrefs);
   cp->custom_private = priv;
   cp->methods = &ddx::pg::kContractionPathMethods;
@@ -1030,6 +1051,18 @@ struct State {
   Datum *rkeys;  // rowcap * nk
   double *rf;    // rowcap * nagg
   bool *rfnull;
+  // Lazy factors (kLazyFactors): each build row's child tuple (bnatts
+  // values), its factors computed on its first pair (rdone) in lec.
+  bool lazy;
+  int bnatts;
+  Datum *rvals;  // rowcap * bnatts
+  bool *rvnull;
+  bool *rdone;
+  TupleDesc btd;
+  TupleTableSlot *lslot;
+  ExprContext *lec;
+  Datum *lfv;
+  bool *lfn;
   int32 *buckets;
   uint32 nbuckets;
   // Integer join keys (int_keys): the build rows in runs of one key, in
@@ -1486,6 +1519,27 @@ bool OverLimit(State *st) {
 
 // Reads the build side and streams the probe side into the groups; false
 // when memory ran past the limit (nothing returned yet).
+// A build row's factors, on its first pair (kLazyFactors): from its child
+// tuple's values, kept at the build. PostgreSQL computes an aggregate's
+// argument only for the join's rows, after the join's other conditions: so
+// does this, called for a pair the key conditions kept.
+void LazyFactors(State *st, uint32 r) {
+  ExprContext *lec = st->lec;
+  ResetExprContext(lec);
+  TupleTableSlot *s = st->lslot;
+  ExecClearTuple(s);
+  memcpy(s->tts_values, &st->rvals[static_cast<Size>(r) * st->bnatts], sizeof(Datum) * st->bnatts);
+  memcpy(s->tts_isnull, &st->rvnull[static_cast<Size>(r) * st->bnatts], st->bnatts);
+  ExecStoreVirtualTuple(s);
+  lec->ecxt_outertuple = s;
+  Eval(st->bfactors, lec, st->lfv, st->lfn);
+  for (int a = 0; a < st->nagg; a++) {
+    st->rfnull[r * st->nagg + a] = st->lfn[a];
+    st->rf[r * st->nagg + a] = st->lfn[a] ? 0 : Factor(st->lfv[a], st->bf4[a]);
+  }
+  st->rdone[r] = true;
+}
+
 bool Build(State *st) {
   CustomScanState *node = &st->css;
   ExprContext *ec = node->ss.ps.ps_ExprContext;
@@ -1518,6 +1572,8 @@ bool Build(State *st) {
   st->rkeys = nullptr;
   st->rf = nullptr;
   st->rfnull = st->run_null = nullptr;
+  st->rvals = nullptr;
+  st->rvnull = st->rdone = nullptr;
   st->pairs = 0;
 
   uint64 count = 0;
@@ -1536,7 +1592,7 @@ bool Build(State *st) {
     if (null_key) continue;  // a strict equality never holds
     Eval(st->gx[0], ec, gv, gn);
     uint32 gid = KeyIntern(cxt, &st->g[0], gv, gn);
-    Eval(st->bfactors, ec, fv, fn);
+    if (!st->lazy) Eval(st->bfactors, ec, fv, fn);
     if (st->nrows == st->rowcap) {
       uint32 c = Max(1024u, st->rowcap * 2);
       if (runs) {
@@ -1549,6 +1605,11 @@ bool Build(State *st) {
       Reserve(cxt, &st->rgid, st->rowcap, c, 1);
       Reserve(cxt, &st->rf, st->rowcap, c, nagg);
       Reserve(cxt, &st->rfnull, st->rowcap, c, nagg);
+      if (st->lazy) {
+        Reserve(cxt, &st->rvals, st->rowcap, c, st->bnatts);
+        Reserve(cxt, &st->rvnull, st->rowcap, c, st->bnatts);
+        Reserve(cxt, &st->rdone, st->rowcap, c, 1);
+      }
       st->rowcap = c;
     }
     uint32 r = st->nrows++;
@@ -1561,6 +1622,23 @@ bool Build(State *st) {
       MemoryContextSwitchTo(old);
     }
     st->rgid[r] = gid;
+    if (st->lazy) {  // the row's values, its factors computed on its first pair
+      slot_getallattrs(slot);
+      MemoryContext old = MemoryContextSwitchTo(cxt);
+      for (int x = 0; x < st->bnatts; x++) {
+        Form_pg_attribute att = TupleDescAttr(st->btd, x);
+        bool isnull = slot->tts_isnull[x];
+        st->rvnull[r * st->bnatts + x] = isnull;
+        st->rvals[r * st->bnatts + x] = isnull ? 0 : datumCopy(slot->tts_values[x], att->attbyval, att->attlen);
+      }
+      MemoryContextSwitchTo(old);
+      st->rdone[r] = false;
+      for (int a = 0; a < nagg; a++) {
+        st->rfnull[r * nagg + a] = false;
+        st->rf[r * nagg + a] = 0;
+      }
+      continue;
+    }
     for (int a = 0; a < nagg; a++) {
       st->rfnull[r * nagg + a] = fn[a];
       st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bf4[a]);
@@ -1579,9 +1657,17 @@ bool Build(State *st) {
     bool *fnull = static_cast<bool *>(Alloc(cxt, static_cast<Size>(st->nrows) * nagg + 1));
     st->run_null = static_cast<bool *>(Alloc(cxt, nkid + 1));
     memset(st->run_null, 0, nkid + 1);
+    int bn = st->lazy ? st->bnatts : 0;
+    Datum *vals = st->lazy ? static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (static_cast<Size>(st->nrows) * bn + 1)))
+                           : nullptr;
+    bool *vnull = st->lazy ? static_cast<bool *>(Alloc(cxt, static_cast<Size>(st->nrows) * bn + 1)) : nullptr;
     for (uint32 r = 0; r < st->nrows; r++) {
       uint32 k = st->rkid[r], to = at[k]++;
       gid[to] = st->rgid[r];
+      if (bn) {
+        memcpy(&vals[static_cast<Size>(to) * bn], &st->rvals[static_cast<Size>(r) * bn], sizeof(Datum) * bn);
+        memcpy(&vnull[static_cast<Size>(to) * bn], &st->rvnull[static_cast<Size>(r) * bn], bn);
+      }
       for (int a = 0; a < nagg; a++) {
         f[to * nagg + a] = st->rf[r * nagg + a];
         fnull[to * nagg + a] = st->rfnull[r * nagg + a];
@@ -1598,6 +1684,12 @@ bool Build(State *st) {
     st->rf = f;
     st->rfnull = fnull;
     st->run = start;
+    if (bn) {  // (rdone: all false, in any order)
+      pfree(st->rvals);
+      pfree(st->rvnull);
+      st->rvals = vals;
+      st->rvnull = vnull;
+    }
   } else if (!runs) {
     uint32 nb = 1;
     while (nb < st->nrows) nb <<= 1;
@@ -1616,6 +1708,16 @@ bool Build(State *st) {
   DenseInit(st);
   double *pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
   uint32 gid = 0, base = 0;
+  bool pdone = false;  // the probe row's factors computed
+  // The probe row's factors: on its first pair, or, with key conditions, on
+  // its first pair they keep. PostgreSQL computes an aggregate's argument
+  // only for the pairs the join's conditions keep: a factor that raises on a
+  // row whose pairs the conditions all reject must not raise.
+  auto probe_factors = [&]() {
+    Eval(st->pfactors, ec, fv, fn);
+    for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
+    pdone = true;
+  };
   // One pair: build row r with the probe row's group gid (its dense row at
   // base) and factors pf, fn. False where memory ran out.
   auto pair = [&](uint32 r) -> bool {
@@ -1641,6 +1743,8 @@ bool Build(State *st) {
       sums = &st->acc.sum[at * nagg];
       hass = &st->acc.has[at * nagg];
     }
+    if (!pdone) probe_factors();                        // (a pair the key conditions kept)
+    if (st->lazy && !st->rdone[r]) LazyFactors(st, r);  // (likewise)
     for (int a = 0; a < nagg; a++) {
       uint8 kind = st->kind[a];
       if (kind == kAccFollow) continue;
@@ -1674,12 +1778,13 @@ bool Build(State *st) {
     }
     return true;
   };
-  // The probe row's group and factors, on its first pair.
+  // The probe row's group, on its first pair (and its factors where no key
+  // condition may reject the pair).
   auto probe_row = [&]() {
     Eval(st->gx[1], ec, gv, gn);
     gid = KeyIntern(cxt, &st->g[1], gv, gn);
-    Eval(st->pfactors, ec, fv, fn);
-    for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
+    pdone = false;
+    if (!st->quals) probe_factors();
     if (st->dense) (void)DenseRow(st, gid, &base);
   };
   for (;;) {
@@ -1709,7 +1814,7 @@ bool Build(State *st) {
       if (kid < 0) continue;
       uint32 from = st->run[kid], to = st->run[kid + 1];
       probe_row();
-      if (st->dense && !st->quals && nagg == 1 && st->plain && !fn[0] && !st->run_null[kid]) {
+      if (st->dense && !st->quals && nagg == 1 && st->plain && !fn[0] && !st->lazy && !st->run_null[kid]) {
         // The common case, without the general pair's branches: one float8
         // sum of factors that are not NULL, into dense cells. float8_mul
         // and float8_pl raise on overflow and underflow as PostgreSQL's do.
@@ -1857,6 +1962,15 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->nagg = st->bfactors.n;
   st->numbered = intVal(list_nth(priv, kNumbered)) != 0;
   st->rownum = 0;
+  st->lazy = intVal(list_nth(priv, kLazyFactors)) != 0;
+  if (st->lazy) {
+    st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(node->custom_ps)));
+    st->bnatts = st->btd->natts;
+    st->lslot = ExecInitExtraTupleSlot(estate, st->btd, &TTSOpsVirtual);
+    st->lec = CreateExprContext(estate);
+    st->lfv = static_cast<Datum *>(palloc0(sizeof(Datum) * (st->nagg + 1)));
+    st->lfn = static_cast<bool *>(palloc0(st->nagg + 1));
+  }
   st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
   st->bhash = Fns(static_cast<List *>(list_nth(priv, kBuildHash)));
   st->phash = Fns(static_cast<List *>(list_nth(priv, kProbeHash)));
@@ -2073,6 +2187,8 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
     if (avgs) ExplainPropertyInteger("Averages", nullptr, avgs, es);
   }
   if (intVal(list_nth(priv, kNumbered))) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
+  if (intVal(list_nth(priv, kLazyFactors)))
+    ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
   if (List *quals = static_cast<List *>(list_nth(priv, kKeyQuals))) {
     // (deparsed against the node's scan tuple, whose columns are the keys)
     List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);

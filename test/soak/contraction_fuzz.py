@@ -10,14 +10,16 @@ sum of them is exact in float8 and in float4, whatever the order of the
 additions, so the node's answer and PostgreSQL's are compared exactly, row
 by row, as multisets. In the "extreme" data mode values near 1e300 and
 1e-300 make products overflow and underflow: then both settings must raise
-the same SQLSTATE (22003 as float8mul does), or both answer the same.
+(22003 as float8mul does; where several errors may come first, any data
+exception of class 22), or both answer the same.
 
 Each query draws the sides (tables, a filtered subquery, a CTE, a join of
 two tables), the join's equalities (integer, text, int4 = int8, two keys),
 an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
 expressions of one side, none, a column that depends on a primary key),
 the aggregates (sum, avg, count(*), count(e) of products, of one side's
-expressions, of expressions of each side, COALESCE(f * g, 0)), expressions
+expressions, of expressions of each side, some of which divide by zero on
+rows that join nothing, COALESCE(f * g, 0)), expressions
 of the sums in the output, and ORDER BY. Some run as prepared statements
 with a $1 under a generic plan. Closes with "contraction fuzz: N passed, N
 failed" and how many queries the node ran (a generator that stopped
@@ -90,8 +92,13 @@ def factor(x, f4=False):
     col = f"{x}.f" if f4 else f"{x}.v"
     if f4:
         return R.choice([col, col, f"abs({col})", f"(- {col})"])
+    # (the last two divide by zero on rows that join nothing, a NULL key, or
+    # on some rows that join: PostgreSQL raises only for the latter, and the
+    # node must compute such a factor as late)
     return R.choice([col, col, f"abs({col})", f"({col} * 2)", f"({col} + 0.5)", f"(- {col})",
-                     f"coalesce({col}, 0.25)", f"greatest({col}, 0)", f"CAST({x}.i AS float8)"])
+                     f"coalesce({col}, 0.25)", f"greatest({col}, 0)", f"CAST({x}.i AS float8)",
+                     f"({col} / (CASE WHEN {x}.k IS NULL THEN 0 ELSE 1 END))",
+                     f"({col} / (CASE WHEN {x}.i = 5 THEN 0 ELSE 1 END))"])
 
 
 def aggregate():
@@ -220,7 +227,12 @@ def main():
         used += node
         problem = None
         if e_on or e_off:
-            if e_on != e_off:
+            # Where several pairs raise, which raises first depends on the
+            # order of the pairs, which no plan fixes (PostgreSQL's own hash
+            # join and merge join differ): an overflow (22003) against a
+            # division by zero (22012) is not a difference; raising against
+            # answering is.
+            if e_on != e_off and not (e_on and e_off and e_on[:2] == "22" and e_off[:2] == "22"):
                 problem = f"errors differ: node {e_on}, PostgreSQL {e_off}"
             elif e_on[:2] == "XX" or e_on == "connection":
                 problem = f"internal error {e_on}"
