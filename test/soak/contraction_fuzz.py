@@ -19,9 +19,10 @@ an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
 expressions of one side, none, a column that depends on a primary key),
 the aggregates (sum, avg, count(*), count(e) of products, of one side's
 expressions, of expressions of each side, some of which divide by zero on
-rows that join nothing, COALESCE(f * g, 0)), expressions
-of the sums in the output, and ORDER BY. Some run as prepared statements
-with a $1 under a generic plan. Closes with "contraction fuzz: N passed, N
+rows that join nothing, COALESCE(f * g, 0)), expressions of the sums in the
+output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
+or a factor) under a generic plan, some once per row of another table
+(LATERAL: the node rescanned with changed parameters). Closes with "contraction fuzz: N passed, N
 failed" and how many queries the node ran (a generator that stopped
 reaching the node would test nothing: fewer than a third fails).
 """
@@ -98,7 +99,7 @@ def factor(x, f4=False):
     return R.choice([col, col, f"abs({col})", f"({col} * 2)", f"({col} + 0.5)", f"(- {col})",
                      f"coalesce({col}, 0.25)", f"greatest({col}, 0)", f"CAST({x}.i AS float8)",
                      f"({col} / (CASE WHEN {x}.k IS NULL THEN 0 ELSE 1 END))",
-                     f"({col} / (CASE WHEN {x}.i = 5 THEN 0 ELSE 1 END))"])
+                     f"({col} / (CASE WHEN {x}.i = 5 THEN 0 ELSE 1 END))", f"({col} * $1)"])
 
 
 def aggregate():
@@ -151,12 +152,20 @@ def query():
     if join_pk:
         frm += " JOIN pk p ON p.k = x.k" if R.random() < 0.5 else " JOIN pk p ON p.k = y.i"
     where = R.choice(["", "", f" WHERE x.v IS NOT NULL", " WHERE y.i < $1", " WHERE x.k <> $1"])
+    # LATERAL: the query once per row of pk, its scans filtered by that row
+    # (PARAM_EXEC below the node): the node rescanned with changed parameters
+    lateral = R.random() < 0.15
+    if lateral:
+        where += (" AND " if where else " WHERE ") + R.choice(["x.i = o.g", "y.k = o.k", "x.k <> o.k"])
     written_keys = keys + ([o for o in outs if o not in keys] if R.random() < 0.5 else [])
     group = f" GROUP BY {', '.join(written_keys)}" if keys else ""
     sel = ", ".join([f"{o} AS k{n}" for n, o in enumerate(outs)] + exprs)
     order = R.choice(["", "", " ORDER BY 1", f" ORDER BY a0 DESC NULLS LAST"])
     with_ = f"WITH {', '.join(ctes)} " if ctes else ""
-    return f"{with_}SELECT {sel} FROM {frm}{where}{group}{order}", "$1" in where
+    sql = f"{with_}SELECT {sel} FROM {frm}{where}{group}{order}"
+    if lateral:
+        sql = f"SELECT o.k AS ok, o.g AS og, s.* FROM pk o CROSS JOIN LATERAL ({sql}) s"
+    return sql, "$1" in sql
 
 
 def run(cur, sql, param, setting):
