@@ -1517,8 +1517,6 @@ bool OverLimit(State *st) {
   return used > st->limit;
 }
 
-// Reads the build side and streams the probe side into the groups; false
-// when memory ran past the limit (nothing returned yet).
 // A build row's factors, on its first pair (kLazyFactors): from its child
 // tuple's values, kept at the build. PostgreSQL computes an aggregate's
 // argument only for the join's rows, after the join's other conditions: so
@@ -1540,6 +1538,8 @@ void LazyFactors(State *st, uint32 r) {
   st->rdone[r] = true;
 }
 
+// Reads the build side and streams the probe side into the groups; false
+// when memory ran past the limit (nothing returned yet).
 bool Build(State *st) {
   CustomScanState *node = &st->css;
   ExprContext *ec = node->ss.ps.ps_ExprContext;
