@@ -299,6 +299,16 @@ SET ddx.contraction = 'all';
 SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
 RESET work_mem;
 SELECT fell_back($$SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM cbig ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j$$);
+-- Also where the hashed side keeps its rows to compute its factors late
+-- (both sides' may raise: cb is hashed; positive products, as above).
+SET work_mem = '64kB';
+SELECT same_answer($$SELECT ca.i, cb.j, sum(sqrt(ca.val) * abs(cb.val + 1)) AS v FROM cbig ca JOIN cb ON ca.k = cb.k
+                     GROUP BY ca.i, cb.j$$);
+SET ddx.contraction = 'all';
+SELECT fell_back($$SELECT ca.i, cb.j, sum(sqrt(ca.val) * abs(cb.val + 1)) FROM cbig ca JOIN cb ON ca.k = cb.k
+                   GROUP BY ca.i, cb.j$$);
+RESET work_mem;
+RESET ddx.contraction;
 
 -- Parallel query: the node is parallel-safe where its inputs are, never
 -- partial; it runs in a worker over whole inputs (force_parallel_mode's
@@ -446,6 +456,10 @@ SELECT same_answer($$SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOI
 SELECT same_answer($$SELECT cpk.k, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
 SELECT same_answer($$SELECT cpk.g, cpk.t, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
 SELECT same_answer($$SELECT cpk.k, ca.i, cpk.t, avg(ca.val * cpk.val) AS v, count(*) AS w FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k, ca.i, cpk.t$$);
+-- A dependent column of a type without hashing (json): PostgreSQL's plan.
+ALTER TABLE cpk ADD COLUMN meta json;
+UPDATE cpk SET meta = json_build_object('k', k);
+SELECT same_answer($$SELECT cpk.k, cpk.meta AS m, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k$$);
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY v DESC, k LIMIT 3;
 SELECT cpk.k, cpk.g, sum(ca.val * cpk.val) AS v FROM ca JOIN cpk ON ca.k = cpk.k GROUP BY cpk.k ORDER BY v DESC, k LIMIT 3;
