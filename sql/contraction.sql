@@ -135,6 +135,30 @@ RESET ddx.contraction;
 -- COALESCE(f * g, 0): a NULL product adds 0 (ddx's backward writes this).
 SELECT same_answer($$SELECT ca.i, sum(coalesce(ca.val * cb.val, 0::float8)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 
+-- A NULL guard as ddx's backward writes it, (CASE WHEN an input of g IS
+-- NULL THEN NULL ELSE cotangent END) * g: the cotangent is one side's factor
+-- and g, guarded, the other's (also inside COALESCE, written either way
+-- round). PostgreSQL evaluates g for every pair, the guard's too: so does
+-- the node (a division by zero on the row whose i is NULL raises).
+SELECT same_answer($$SELECT ca.i, sum((CASE WHEN ca.val IS NULL OR ca.i IS NULL THEN NULL ELSE cb.val END)
+                                      * (ca.val - 0.5)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT cb.j, sum(coalesce((ca.val + 1) * (CASE WHEN ca.i IS NULL OR ca.i = 7 THEN NULL ELSE cb.val END),
+                                               0::float8)) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT cb.j, sum((CASE WHEN ca.i IS NULL THEN NULL ELSE cb.val END)
+                                     * (ca.val / (CASE WHEN ca.i IS NULL THEN 0 ELSE 1 END))) FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j;
+SELECT cb.j, sum((CASE WHEN ca.i IS NULL THEN NULL ELSE cb.val END)
+                 * (ca.val / (CASE WHEN ca.i IS NULL THEN 0 ELSE 1 END))) FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j;
+\echo :LAST_ERROR_SQLSTATE
+RESET ddx.contraction;
+-- Not where the cotangent may raise (PostgreSQL computes it only where the
+-- guard does not hold, the node on its row's first pair) or where the guard
+-- reads both sides: PostgreSQL's plan.
+SELECT same_answer($$SELECT ca.i, sum((CASE WHEN ca.val IS NULL THEN NULL ELSE ln(cb.val + 2) END) * ca.val) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+SELECT same_answer($$SELECT ca.i, sum((CASE WHEN ca.val > cb.val THEN NULL ELSE cb.val END) * ca.val) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
+
 -- NULLs: a NULL factor contributes nothing; a group of NULL products is
 -- NULL; NULL join keys never match; a NULL group key is a group.
 SET ddx.contraction = 'all';

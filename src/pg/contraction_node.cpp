@@ -19,7 +19,9 @@
 // of rows joins, and a group where it fails is dropped); every aggregate
 // of the target a plain SUM(float8) of a product float8mul(f, g) (or
 // float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
-// one side's columns and g over the other's, AVG of such a product, or
+// one side's columns and g over the other's (or f a NULL guard of g's side
+// around a value of the other side, as ddx's backward writes it:
+// SplitGuard), AVG of such a product, or
 // COUNT(*) or COUNT(e) of one side's expression (NodeAggregate); every
 // other target entry a GROUP BY key over one side's columns, a column that
 // depends on a primary key grouped by (one more key: GroupKeys), or a stable
@@ -440,6 +442,49 @@ Node *NotNullOne(Node *e) {
   return reinterpret_cast<Node *>(c);
 }
 
+// A float8 product whose operand `guard` is a NULL guard that ddx's
+// backward writes, CASE WHEN c THEN NULL ELSE e END, with c over one side S
+// and e over the other, T: a cotangent e guarded by the inputs of the other
+// operand g (over S, or over no side), so that a row with a NULL input
+// contributes nothing. The product is NULL where c holds, else e * g, so it
+// is e * h with h = CASE WHEN c THEN NULL * g ELSE g END over S: that
+// evaluates g where c holds too (float8mul is strict, so NULL * g evaluates g
+// and is NULL), as PostgreSQL evaluates both operands of every pair's
+// product. PostgreSQL evaluates e only where c does not hold, and the node
+// computes it on a T row's first pair: so e must not raise. The split
+// factors go to *tf (over T, side *ts) and *sf (over S, side *ss); false
+// where the guard is not such a CASE.
+bool SplitGuard(PlannerInfo *root, OpExpr *op, Node *guard, Node *g, const Relids sides[2], Node **tf, int *ts,
+                Node **sf, int *ss) {
+  if (!IsA(guard, CaseExpr) || exprType(g) != FLOAT8OID) return false;
+  CaseExpr *c = castNode(CaseExpr, guard);
+  if (c->arg || list_length(c->args) != 1 || c->casetype != FLOAT8OID || !c->defresult) return false;
+  CaseWhen *w = linitial_node(CaseWhen, c->args);
+  if (!IsA(w->result, Const) || !castNode(Const, w->result)->constisnull) return false;
+  int cs = SideOf(root, reinterpret_cast<Node *>(w->expr), sides, -1);
+  int es = SideOf(root, reinterpret_cast<Node *>(c->defresult), sides, -1);
+  int gs = SideOf(root, g, sides, -2);
+  if (cs < 0 || es < 0 || cs == es || (gs != cs && gs != -2) || MayRaise(reinterpret_cast<Node *>(c->defresult)))
+    return false;
+  OpExpr *null_g = castNode(OpExpr, copyObjectImpl(op));  // NULL * g: g evaluated, NULL returned
+  null_g->args = list_make2(makeNullConst(FLOAT8OID, -1, InvalidOid), copyObjectImpl(g));
+  CaseWhen *hw = makeNode(CaseWhen);
+  hw->expr = static_cast<Expr *>(copyObjectImpl(w->expr));
+  hw->result = reinterpret_cast<Expr *>(null_g);
+  hw->location = -1;
+  CaseExpr *h = makeNode(CaseExpr);
+  h->casetype = FLOAT8OID;
+  h->casecollid = InvalidOid;
+  h->args = list_make1(hw);
+  h->defresult = static_cast<Expr *>(copyObjectImpl(g));
+  h->location = -1;
+  *tf = reinterpret_cast<Node *>(c->defresult);
+  *ts = es;
+  *sf = reinterpret_cast<Node *>(h);
+  *ss = cs;
+  return true;
+}
+
 // An aggregate the node computes over the pairs of rows that join:
 //   sum(float8) of float8mul(f, g) (or float48mul, float84mul: a float4
 //   factor widened exactly as they widen it), or sum(float4) of
@@ -494,7 +539,13 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
       return No("a sum or avg over both sides of something other than a float8 or float4 product");
     Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
     int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
-    if (ls < 0 || rs < 0 || ls == rs) return No("a product whose factors are not one of each side");
+    if (mul == F_FLOAT8MUL && ls < 0 && SplitGuard(root, op, l, r, sides, &l, &ls, &r, &rs)) {
+      // (a NULL guard split: l over one side, r over the other)
+    } else if (mul == F_FLOAT8MUL && rs < 0 && SplitGuard(root, op, r, l, sides, &r, &rs, &l, &ls)) {
+      // (likewise)
+    } else if (ls < 0 || rs < 0 || ls == rs) {
+      return No("a product whose factors are not one of each side");
+    }
     s->factors[ls] = lappend(s->factors[ls], l);
     s->factors[rs] = lappend(s->factors[rs], r);
   }

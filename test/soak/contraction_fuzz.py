@@ -19,7 +19,8 @@ an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
 expressions of one side, none, a column that depends on a primary key),
 the aggregates (sum, avg, count(*), count(e) of products, of one side's
 expressions, of expressions of each side, some of which divide by zero on
-rows that join nothing, COALESCE(f * g, 0)), expressions of the sums in the
+rows that join nothing, COALESCE(f * g, 0), products with the NULL guard
+ddx's backward writes), expressions of the sums in the
 output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
 or a factor) under a generic plan, some once per row of another table
 (LATERAL: the node rescanned with changed parameters). Closes with "contraction fuzz: N passed, N
@@ -102,7 +103,23 @@ def factor(x, f4=False):
                      f"({col} / (CASE WHEN {x}.i = 5 THEN 0 ELSE 1 END))", f"({col} * $1)"])
 
 
+def guarded():
+    """(CASE WHEN c(S) THEN NULL ELSE e(T) END) * g(S), the NULL guard ddx's
+    backward writes: the node splits it where e cannot raise."""
+    s, t = R.choice([("x", "y"), ("y", "x")])
+    cond = R.choice([f"{s}.v IS NULL", f"{s}.v IS NULL OR {s}.i IS NULL", f"{s}.i = 5", f"{s}.k IS NULL"])
+    cot = R.choice([f"{t}.v", f"{t}.v", f"abs({t}.v)", f"({t}.v * 2)", f"{t}.f", f"{s}.v"])
+    guard = f"(CASE WHEN {cond} THEN NULL ELSE {cot} END)"
+    # (g raises on rows where i = 5, where the guard may hold: PostgreSQL
+    # evaluates g for every pair all the same, and so must the node)
+    g = R.choice([factor(s), f"({s}.v / (CASE WHEN {s}.i = 5 THEN 0 ELSE 1 END))"])
+    prod = f"{guard} * {g}" if R.random() < 0.5 else f"{g} * {guard}"
+    return R.choice([f"sum({prod})", f"sum(COALESCE({prod}, 0))", f"avg({prod})"])
+
+
 def aggregate():
+    if R.random() < 0.1:
+        return guarded()
     c = R.random()
     if c < 0.35:
         return f"sum({factor('x')} * {factor('y')})"
