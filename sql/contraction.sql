@@ -159,6 +159,40 @@ SELECT same_answer($$SELECT ca.i, sum((CASE WHEN ca.val IS NULL THEN NULL ELSE l
 SELECT same_answer($$SELECT ca.i, sum((CASE WHEN ca.val > cb.val THEN NULL ELSE cb.val END) * ca.val) AS v
                      FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$);
 
+-- A value guarded by the other side's NULL test, as ddx's backward writes a
+-- parameter's gradient (CASE WHEN p.val IS NULL THEN 0 ELSE d END): each
+-- pair's term is the constant where the guard holds, else the value, and
+-- nothing where that is NULL. Not a product: -0 stays -0, an infinite value
+-- under the guard gives 0, not NaN (compared as text, with PostgreSQL's).
+CREATE FUNCTION same_text(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE line text; used boolean := false; a text; b text;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    used := used OR line LIKE '%ddx contraction%';
+  END LOOP;
+  EXECUTE format('SELECT string_agg(q::text, '' '' ORDER BY q::text) FROM (%s) q', q) INTO a;
+  SET LOCAL ddx.contraction = 'off';
+  EXECUTE format('SELECT string_agg(q::text, '' '' ORDER BY q::text) FROM (%s) q', q) INTO b;
+  RETURN format('node %s: %s', CASE WHEN used THEN 'used' ELSE 'not used' END,
+                CASE WHEN a IS NOT DISTINCT FROM b THEN a ELSE a || ' DIFFERENT from ' || b END);
+END $$;
+CREATE TABLE csa (k int, val float8);
+CREATE TABLE csb (k int, val float8);
+INSERT INTO csa VALUES (4, '-0'), (5, 'Infinity'), (6, '-0'), (7, NULL), (8, 1), (8, NULL);
+INSERT INTO csb VALUES (4, 1), (5, NULL), (6, NULL), (7, 2), (8, 3), (8, NULL);
+SELECT same_text($$SELECT a.k, sum(CASE WHEN b.val IS NULL THEN 0::float8 ELSE a.val END) AS v
+                   FROM csa a JOIN csb b ON a.k = b.k GROUP BY a.k$$);
+SELECT same_text($$SELECT b.k, avg(CASE WHEN b.val IS NOT NULL THEN a.val ELSE -1.5::float8 END) AS v,
+                          sum(coalesce(CASE WHEN b.val IS NULL THEN 0::float8 ELSE a.val END, 0::float8)) AS w
+                   FROM csa a JOIN csb b ON a.k = b.k GROUP BY b.k$$);
+SELECT same_answer($$SELECT cb.j, sum(CASE WHEN ca.val IS NULL THEN 0::float8 ELSE cb.val END) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$);
+-- Not where the value may raise (PostgreSQL computes it only where the
+-- guard fails): PostgreSQL's plan.
+SELECT same_answer($$SELECT cb.j, sum(CASE WHEN ca.val IS NULL THEN 0::float8 ELSE ln(cb.val + 2) END) AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$);
+
 -- NULLs: a NULL factor contributes nothing; a group of NULL products is
 -- NULL; NULL join keys never match; a NULL group key is a group.
 SET ddx.contraction = 'all';

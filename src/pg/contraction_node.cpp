@@ -418,7 +418,19 @@ bool KeyQuals(Shape *s) {
 // Per accumulator (custom_private's kNullZero list): how it adds its pairs.
 // An output aggregate has one accumulator; avg has three (float8_accum's
 // N, Sx and Sxx), the first marked kAccAvg and the next two kAccFollow.
-enum AccFlags { kAccNullZero = 1, kAccF4 = 2, kAccCount = 4, kAccAvg = 8, kAccFollow = 16 };
+// kAccSelect: a guarded value (SelectGuard), whose override factor is on
+// side 1 of the Shape (kAccSelectSide1) while planning, and on the probe
+// side (kAccSelectProbe) in the plan.
+enum AccFlags {
+  kAccNullZero = 1,
+  kAccF4 = 2,
+  kAccCount = 4,
+  kAccAvg = 8,
+  kAccFollow = 16,
+  kAccSelect = 32,
+  kAccSelectSide1 = 64,
+  kAccSelectProbe = 128
+};
 
 // A float8 1, or NULL where e is: the factor of count(e).
 Node *NotNullOne(Node *e) {
@@ -485,6 +497,47 @@ bool SplitGuard(PlannerInfo *root, OpExpr *op, Node *guard, Node *g, const Relid
   return true;
 }
 
+// A value guarded by the other side's columns, as ddx's backward writes a
+// parameter's gradient beside its NULL test: CASE WHEN c THEN k ELSE d END
+// (or CASE WHEN c THEN d ELSE k END), k a float8 constant, c over one side
+// S and d over the other, T. Not a product (as d * (c ? 0 : 1) it would turn
+// -0 into +0 and Infinity into NaN), so an accumulator of its own: each
+// pair's term is k where S's override factor o = CASE WHEN c THEN k ELSE NULL
+// END (or its mirror) is not NULL, else d, and no term where d is NULL.
+// PostgreSQL evaluates c for every pair (so does o: on each S row's first
+// pair) and d only where the branch takes it, where the node computes d on a
+// T row's first pair: so d must not raise. *of gets o (side *os), *df gets d
+// (side *ds).
+bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of, int *os, Node **df, int *ds) {
+  if (!IsA(arg, CaseExpr)) return false;
+  CaseExpr *c = castNode(CaseExpr, arg);
+  if (c->arg || list_length(c->args) != 1 || c->casetype != FLOAT8OID || !c->defresult) return false;
+  CaseWhen *w = linitial_node(CaseWhen, c->args);
+  auto constant = [](Expr *e) { return IsA(e, Const) && !castNode(Const, e)->constisnull; };
+  bool k_when = constant(w->result);
+  if (k_when == constant(c->defresult)) return false;  // (one branch a constant, the other not)
+  Expr *k = k_when ? w->result : c->defresult, *d = k_when ? c->defresult : w->result;
+  int cs = SideOf(root, reinterpret_cast<Node *>(w->expr), sides, -1);
+  int es = SideOf(root, reinterpret_cast<Node *>(d), sides, -1);
+  if (cs < 0 || es < 0 || cs == es || MayRaise(reinterpret_cast<Node *>(d))) return false;
+  CaseWhen *ow = makeNode(CaseWhen);
+  ow->expr = static_cast<Expr *>(copyObjectImpl(w->expr));
+  ow->result = static_cast<Expr *>(copyObjectImpl(k_when ? k : reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid))));
+  ow->location = -1;
+  CaseExpr *o = makeNode(CaseExpr);
+  o->casetype = FLOAT8OID;
+  o->casecollid = InvalidOid;
+  o->args = list_make1(ow);
+  o->defresult =
+      static_cast<Expr *>(copyObjectImpl(k_when ? reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid)) : k));
+  o->location = -1;
+  *of = reinterpret_cast<Node *>(o);
+  *os = cs;
+  *df = reinterpret_cast<Node *>(d);
+  *ds = es;
+  return true;
+}
+
 // An aggregate the node computes over the pairs of rows that join:
 //   sum(float8) of float8mul(f, g) (or float48mul, float84mul: a float4
 //   factor widened exactly as they widen it), or sum(float4) of
@@ -524,12 +577,18 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
+  Node *sel_o = nullptr, *sel_d = nullptr;
+  int sel_os = -1, sel_ds = -1, select = 0;
   int side = SideOf(root, arg, sides, 0);
   if (side >= 0) {
     // An expression of one side (or of none): a product with the other
     // side's 1, which float8mul and float4mul return exactly.
     s->factors[side] = lappend(s->factors[side], arg);
     s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
+  } else if (!f4 && SelectGuard(root, arg, sides, &sel_o, &sel_os, &sel_d, &sel_ds)) {
+    s->factors[sel_os] = lappend(s->factors[sel_os], sel_o);
+    s->factors[sel_ds] = lappend(s->factors[sel_ds], sel_d);
+    select = kAccSelect | (sel_os == 1 ? kAccSelectSide1 : 0);
   } else {
     if (!is_opclause(arg)) return No("a sum or avg over both sides of something other than a product");
     OpExpr *op = castNode(OpExpr, arg);
@@ -550,7 +609,8 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     s->factors[rs] = lappend(s->factors[rs], r);
   }
   s->aggrefs = lappend(s->aggrefs, a);
-  s->null_zero = lappend_int(s->null_zero, (null_zero ? kAccNullZero : 0) | (f4 ? kAccF4 : 0) | (avg ? kAccAvg : 0));
+  s->null_zero =
+      lappend_int(s->null_zero, (null_zero ? kAccNullZero : 0) | (f4 ? kAccF4 : 0) | (avg ? kAccAvg : 0) | select);
   for (int k = 0; avg && k < 2; k++) {  // Sx and Sxx: accumulated with N, their factors never read
     for (int side = 0; side < 2; side++) s->factors[side] = lappend(s->factors[side], NotNullOne(nullptr));
     s->null_zero = lappend_int(s->null_zero, kAccFollow);
@@ -888,7 +948,13 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   priv = lappend(priv, shape.gcoll);
   priv = lappend(priv, shape.factors[b]);
   priv = lappend(priv, shape.factors[p]);
-  priv = lappend(priv, shape.null_zero);
+  List *flags = NIL;  // (a select's override side: from the Shape's side 1 to the probe side)
+  foreach (lc, shape.null_zero) {
+    int f = lfirst_int(lc);
+    if (f & kAccSelect) f = (f & ~kAccSelectSide1) | (((f & kAccSelectSide1) ? 1 : 0) == p ? kAccSelectProbe : 0);
+    flags = lappend_int(flags, f);
+  }
+  priv = lappend(priv, flags);
   priv = lappend(priv, shape.extra);
   priv = lappend(priv, makeInteger(0));
   priv = lappend(priv, makeInteger(lazy ? 1 : 0));
@@ -1089,6 +1155,8 @@ struct State {
   // aggregate, three for an avg (AccFlags); nout outputs.
   int nout;
   bool *null_zero;  // per accumulator: of COALESCE(f * g, 0)
+  bool *sel;        // per accumulator: a guarded value (SelectGuard), not a product
+  bool *sel_probe;  // ... whose override factor is the probe side's
   bool *f4;         // per accumulator: of float4mul (a sum's additions in float4 too)
   bool *bf4, *pf4;  // per accumulator: its build (probe) factor is a float4
   uint8 *kind;      // per accumulator: 0 a sum, else kAccCount, kAccAvg or kAccFollow
@@ -1799,6 +1867,19 @@ bool Build(State *st) {
     for (int a = 0; a < nagg; a++) {
       uint8 kind = st->kind[a];
       if (kind == kAccFollow) continue;
+      if (st->sel[a]) {  // a guarded value: the override's k, else d, else nothing (or COALESCE's 0)
+        bool bn = st->rfnull[r * nagg + a], on_probe = st->sel_probe[a];
+        double bv = st->rf[r * nagg + a];
+        bool on = !(on_probe ? fn[a] : bn), dn = on_probe ? bn : fn[a];
+        if (!on && dn && !st->null_zero[a]) continue;
+        double term = on ? (on_probe ? pf[a] : bv) : dn ? 0.0 : (on_probe ? bv : pf[a]);
+        if (kind == kAccAvg)
+          AvgAccum(&sums[a], hass[a], term);
+        else
+          sums[a] = hass[a] ? float8_pl(sums[a], term) : term;
+        hass[a] = true;
+        continue;
+      }
       bool nul = fn[a] || st->rfnull[r * nagg + a];
       if (nul && !st->null_zero[a]) continue;  // a NULL product: skipped, or COALESCE's 0
       double *s = &sums[a];
@@ -2047,6 +2128,8 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
   st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
   st->kind = static_cast<uint8 *>(palloc0(st->nagg + 1));
+  st->sel = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->sel_probe = static_cast<bool *>(palloc0(st->nagg + 1));
   st->nout = 0;
   st->plain = true;
   i = 0;
@@ -2055,8 +2138,10 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     st->null_zero[i] = (f & kAccNullZero) != 0;
     st->f4[i] = (f & kAccF4) != 0;
     st->kind[i] = static_cast<uint8>(f & (kAccCount | kAccAvg | kAccFollow));
+    st->sel[i] = (f & kAccSelect) != 0;
+    st->sel_probe[i] = (f & kAccSelectProbe) != 0;
     if (!(f & kAccFollow)) st->nout++;
-    st->plain = st->plain && !st->f4[i] && st->kind[i] == 0;
+    st->plain = st->plain && !st->f4[i] && st->kind[i] == 0 && !st->sel[i];
     i++;
   }
   st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));

@@ -20,7 +20,7 @@ expressions of one side, none, a column that depends on a primary key),
 the aggregates (sum, avg, count(*), count(e) of products, of one side's
 expressions, of expressions of each side, some of which divide by zero on
 rows that join nothing, COALESCE(f * g, 0), products with the NULL guard
-ddx's backward writes), expressions of the sums in the
+ddx's backward writes, values so guarded), expressions of the sums in the
 output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
 or a factor) under a generic plan, some once per row of another table
 (LATERAL: the node rescanned with changed parameters). Closes with "contraction fuzz: N passed, N
@@ -105,10 +105,16 @@ def factor(x, f4=False):
 
 def guarded():
     """(CASE WHEN c(S) THEN NULL ELSE e(T) END) * g(S), the NULL guard ddx's
-    backward writes: the node splits it where e cannot raise."""
+    backward writes: the node splits it where e cannot raise; or a value
+    guarded so, CASE WHEN c(S) THEN k ELSE e(T) END."""
     s, t = R.choice([("x", "y"), ("y", "x")])
     cond = R.choice([f"{s}.v IS NULL", f"{s}.v IS NULL OR {s}.i IS NULL", f"{s}.i = 5", f"{s}.k IS NULL"])
     cot = R.choice([f"{t}.v", f"{t}.v", f"abs({t}.v)", f"({t}.v * 2)", f"{t}.f", f"{s}.v"])
+    if R.random() < 0.4:  # a guarded value: the constant where the guard holds, else the value
+        k = R.choice(["0::float8", "0::float8", "-1.5::float8"])
+        sel = (f"CASE WHEN {cond} THEN {k} ELSE {cot} END" if R.random() < 0.7
+               else f"CASE WHEN {cond} THEN {cot} ELSE {k} END")
+        return R.choice([f"sum({sel})", f"avg({sel})", f"sum(COALESCE({sel}, 0))"])
     guard = f"(CASE WHEN {cond} THEN NULL ELSE {cot} END)"
     # (g raises on rows where i = 5, where the guard may hold: PostgreSQL
     # evaluates g for every pair all the same, and so must the node)
