@@ -93,6 +93,19 @@ std::vector<std::string> KeysOf(const Pass &p, const Region &reg, int k, const L
   std::vector<std::string> v = leaf_keys(k);
   return v.size() == RidKeys(p, reg.leaves[k]).size() ? v : std::vector<std::string>{};
 }
+// Leaf k's saved columns as the rows have them, where its cotangent may
+// carry them (Carries) and `value` has every one (a region's saved rows
+// have only the columns its expressions read: "" for the others), or none.
+std::vector<std::string> CarriedCols(const Region &reg, int k, const Resolver &value) {
+  const Rel *leaf = reg.leaves[k];
+  if (!value || !Carries(leaf)) return {};
+  std::vector<std::string> v;
+  for (size_t j = 0; j < leaf->cols.size(); j++) {
+    v.push_back(value(kLeafSide + k, static_cast<int>(j)));
+    if (v.back().empty()) return {};
+  }
+  return v;
+}
 // Each value beside its name, prefix<i>.
 std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::string> &v, const std::string &prefix) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -104,16 +117,23 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
 // are, that leaf's terms read from them, the others' summed by their rids
 // (GROUPING SETS would also hash a set of as many groups as rows:
 // attention's softmax backward, 33k rows into 33k groups beside 256 for z;
-// program 957 -> 904 ms interleaved).
+// program 957 -> 904 ms interleaved). The `once` leaf's rows are the
+// source's one to one, so its saved columns are carried as OneLeaf carries
+// them (Carries): the MLP's hidden layer tanh(hp.z + b1.val) gave hp's
+// cotangent, whose transpose then joined hp's 131k saved rows on rid again.
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
-              const LeafRid &leaf_rid, const std::string &shared_name, int once, const LeafKeys &leaf_keys) {
+              const LeafRid &leaf_rid, const std::string &shared_name, int once, const Resolver &value,
+              const LeafKeys &leaf_keys) {
   std::vector<std::string> cols;
+  std::vector<std::string> carried = CarriedCols(reg, once, value);
   for (const auto &[k, terms_k] : per_leaf) {
     cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
     for (const auto &kv : Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_"))
       cols.push_back(kv.first + " AS " + kv.second);
     for (const auto &[col, sum] : terms_k) cols.push_back(sum + " AS " + T(k, col));
   }
+  for (size_t j = 0; j < carried.size(); j++)
+    cols.push_back(carried[j] + " AS x" + std::to_string(once) + "_" + C(static_cast<int>(j)));
   s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
@@ -128,10 +148,12 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
       sel.push_back((k == once ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
       cs.insert(col);
     }
+    for (size_t j = 0; k == once && j < carried.size(); j++)
+      sel.push_back("x" + std::to_string(k) + "_" + C(static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
                      (k == once ? "" : " GROUP BY " + Join(by, ", ")),
-                 cs, false, !keys.empty());
+                 cs, k == once && !carried.empty(), !keys.empty());
   }
 }
 
@@ -154,9 +176,10 @@ void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLea
       outer.push_back((single ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
       cs.insert(col);
     }
-    bool carry = single && value && Carries(reg.leaves[k]);
-    for (size_t j = 0; carry && j < reg.leaves[k]->cols.size(); j++) {
-      inner.push_back(value(kLeafSide + k, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
+    std::vector<std::string> carried = single ? CarriedCols(reg, k, value) : std::vector<std::string>{};
+    bool carry = !carried.empty();
+    for (size_t j = 0; j < carried.size(); j++) {
+      inner.push_back(carried[j] + " AS " + C(static_cast<int>(j)));
       outer.push_back("q." + C(static_cast<int>(j)));
     }
     p.Contribute(reg.leaves[k],
@@ -335,7 +358,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   if (roots.empty()) roots = Roots(reg, Sides(reg));
   int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
   if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
-    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, leaf_keys);
+    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, value, leaf_keys);
   if (per_leaf.size() < 2 && deferred.empty())
     return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, value, leaf_keys);
   // Several leaves: one pass over the region, summed by each leaf's rid at

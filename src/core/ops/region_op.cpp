@@ -98,9 +98,16 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
     CheckVolatile(reg.item.cols[o]);
     Backprop(reg.item.cols[o], "b." + D(o), lets, p.LeafActivity(reg), terms);
   }
+  // A leaf's saved columns, where the forward saved them (the columns its
+  // expressions read), for a leaf whose cotangent may carry them (Carries).
+  std::set<std::pair<int, int>> kept;
+  for (const auto &e : reg.item.cols) CollectCols(e, kept);
+  Resolver value = [kept](int side, int col) {
+    return kept.count({side, col}) ? "f." + SavedCol(side, col) : std::string();
+  };
   p.ContributeToLeaves(
       s, reg, " FROM " + lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
-      [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)));
+      [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)), {}, value);
 }
 
 // Forward mode: the region's rows, each column beside its tangent.
