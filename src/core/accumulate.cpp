@@ -357,6 +357,8 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups.
   if (roots.empty()) roots = Roots(reg, Sides(reg));
   int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
+  // (OnlyRootSide says where this goes to OnlyRoot, for a caller to select
+  // the columns it carries)
   if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
     return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, value, leaf_keys);
   if (per_leaf.size() < 2 && deferred.empty())
@@ -429,6 +431,17 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     // (the stage has one row per rid of its roots)
     ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt, keys);
   }
+}
+
+// The side of the leaf whose saved columns ContributeToLeaves carries in
+// its cotangent (OnlyRoot, or OneLeaf with one leaf that is the only root),
+// given the sides that receive terms, with no deferred factors and the
+// region's own roots; -1 where none. A caller whose rows select only the
+// leaf columns it reads adds that leaf's (aggregate.cpp).
+int OnlyRootSide(const Region &reg, const std::set<int> &to) {
+  std::set<int> roots = Roots(reg, Sides(reg));
+  if (roots.size() != 1 || !to.count(*roots.begin())) return -1;
+  return *roots.begin();
 }
 
 }  // namespace ddx::core

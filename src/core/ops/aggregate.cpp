@@ -218,11 +218,12 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   // The region's rows carry the leaf rids, the leaf columns the keys and
   // the differentiated arguments read (all of a leaf's whose cotangent
   // carries them, see Carries), and the keys.
+  // (several leaves: the one that is the only root, OnlyRoot)
   std::set<int> to;
   for (const auto &[key, t] : terms) to.insert(key.first);
-  if (to.size() == 1 && deferred.empty() && Carries(reg.leaves[*to.begin() - kLeafSide]))
-    for (size_t j = 0; j < reg.leaves[*to.begin() - kLeafSide]->cols.size(); j++)
-      used.insert({*to.begin(), static_cast<int>(j)});
+  int carrier = !deferred.empty() ? -1 : to.size() == 1 ? *to.begin() : OnlyRootSide(reg, to);
+  if (carrier >= 0 && Carries(reg.leaves[carrier - kLeafSide]))
+    for (size_t j = 0; j < reg.leaves[carrier - kLeafSide]->cols.size(); j++) used.insert({carrier, static_cast<int>(j)});
   // The keys that go with a leaf's rid (RidKeys), among the rows' columns.
   for (size_t k = 0; k < reg.leaves.size(); k++)
     for (int j : RidKeys(p, reg.leaves[k])) used.insert({kLeafSide + static_cast<int>(k), j});
