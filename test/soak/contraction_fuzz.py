@@ -45,6 +45,8 @@ DB = "ddx_contraction_fuzz"
 def value(mode):
     if R.random() < 0.15:
         return None
+    if R.random() < 0.05:  # (-0: a sum of -0s is -0, a guarded value's 0 is +0; compared by repr)
+        return -0.0
     if mode == "extreme" and R.random() < 0.3:
         return R.choice([1e300, -1e300, 1e-300, 3e-200, 2e200])
     return R.randint(-16, 16) / 8
