@@ -5,7 +5,8 @@ be the same.
 
 Usage: contraction_fuzz.py [--queries N] [--seed S] [--verbose]
 
-The values are small multiples of 1/8 (and NULLs): every product and every
+The values are small multiples of 1/8 (and NULLs, and -0, compared by
+repr so that a zero's sign counts): every product and every
 sum of them is exact in float8 and in float4, whatever the order of the
 additions, so the node's answer and PostgreSQL's are compared exactly, row
 by row, as multisets. In the "extreme" data mode values near 1e300 and
