@@ -356,9 +356,10 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   // source (every rule joins a region row with one cotangent): nothing to
   // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups.
   if (roots.empty()) roots = Roots(reg, Sides(reg));
-  int once = roots.size() == 1 && per_leaf.count(*roots.begin() - kLeafSide) ? *roots.begin() - kLeafSide : -1;
-  // (OnlyRootSide says where this goes to OnlyRoot, for a caller to select
-  // the columns it carries)
+  std::set<int> to;
+  for (const auto &pl : per_leaf) to.insert(kLeafSide + pl.first);
+  int once = SoleRoot(roots, to);
+  if (once >= 0) once -= kLeafSide;
   if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
     return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, value, leaf_keys);
   if (per_leaf.size() < 2 && deferred.empty())
@@ -433,15 +434,16 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   }
 }
 
-// The side of the leaf whose saved columns ContributeToLeaves carries in
-// its cotangent (OnlyRoot, or OneLeaf with one leaf that is the only root),
-// given the sides that receive terms, with no deferred factors and the
-// region's own roots; -1 where none. A caller whose rows select only the
-// leaf columns it reads adds that leaf's (aggregate.cpp).
-int OnlyRootSide(const Region &reg, const std::set<int> &to) {
-  std::set<int> roots = Roots(reg, Sides(reg));
-  if (roots.size() != 1 || !to.count(*roots.begin())) return -1;
-  return *roots.begin();
+// The one root among `roots` where it is one of the sides `to` that receive
+// terms, or -1: ContributeToLeaves's `once` leaf (OnlyRoot, OneLeaf), whose
+// saved columns its cotangent carries (Carries).
+int SoleRoot(const std::set<int> &roots, const std::set<int> &to) {
+  return roots.size() == 1 && to.count(*roots.begin()) ? *roots.begin() : -1;
 }
+
+// SoleRoot with the region's own roots, as ContributeToLeaves has it
+// without deferred factors: a caller whose rows select only the leaf columns
+// it reads adds that leaf's (aggregate.cpp).
+int OnlyRootSide(const Region &reg, const std::set<int> &to) { return SoleRoot(Roots(reg, Sides(reg)), to); }
 
 }  // namespace ddx::core

@@ -432,6 +432,34 @@ enum AccFlags {
   kAccSelectProbe = 128
 };
 
+// CASE WHEN cond THEN then ELSE otherwise END, a float8 (the node's own
+// factors; the arguments are used as they are, not copied).
+Node *Float8Case(Expr *cond, Expr *then, Expr *otherwise) {
+  CaseWhen *w = makeNode(CaseWhen);
+  w->expr = cond;
+  w->result = then;
+  w->location = -1;
+  CaseExpr *c = makeNode(CaseExpr);
+  c->casetype = FLOAT8OID;
+  c->casecollid = InvalidOid;
+  c->args = list_make1(w);
+  c->defresult = otherwise;
+  c->location = -1;
+  return reinterpret_cast<Node *>(c);
+}
+
+Expr *Float8Null() { return reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid)); }
+
+// The one WHEN of a float8 CASE WHEN c THEN x ELSE y END (no CASE operand,
+// an ELSE), or null where n is not such a CASE: the NULL guards of ddx's
+// backward (SplitGuard, SelectGuard).
+CaseWhen *OneWhen(Node *n) {
+  if (!IsA(n, CaseExpr)) return nullptr;
+  CaseExpr *c = castNode(CaseExpr, n);
+  if (c->arg || list_length(c->args) != 1 || c->casetype != FLOAT8OID || !c->defresult) return nullptr;
+  return linitial_node(CaseWhen, c->args);
+}
+
 // A float8 1, or NULL where e is: the factor of count(e).
 Node *NotNullOne(Node *e) {
   Node *one = reinterpret_cast<Node *>(makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, true));
@@ -441,17 +469,7 @@ Node *NotNullOne(Node *e) {
   nt->nulltesttype = IS_NOT_NULL;
   nt->argisrow = false;
   nt->location = -1;
-  CaseWhen *w = makeNode(CaseWhen);
-  w->expr = reinterpret_cast<Expr *>(nt);
-  w->result = reinterpret_cast<Expr *>(one);
-  w->location = -1;
-  CaseExpr *c = makeNode(CaseExpr);
-  c->casetype = FLOAT8OID;
-  c->casecollid = InvalidOid;
-  c->args = list_make1(w);
-  c->defresult = reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid));
-  c->location = -1;
-  return reinterpret_cast<Node *>(c);
+  return Float8Case(reinterpret_cast<Expr *>(nt), reinterpret_cast<Expr *>(one), Float8Null());
 }
 
 // A float8 product whose operand `guard` is a NULL guard that ddx's
@@ -468,31 +486,21 @@ Node *NotNullOne(Node *e) {
 // where the guard is not such a CASE.
 bool SplitGuard(PlannerInfo *root, OpExpr *op, Node *guard, Node *g, const Relids sides[2], Node **tf, int *ts,
                 Node **sf, int *ss) {
-  if (!IsA(guard, CaseExpr) || exprType(g) != FLOAT8OID) return false;
+  CaseWhen *w = OneWhen(guard);
+  if (!w || exprType(g) != FLOAT8OID || !IsA(w->result, Const) || !castNode(Const, w->result)->constisnull)
+    return false;
   CaseExpr *c = castNode(CaseExpr, guard);
-  if (c->arg || list_length(c->args) != 1 || c->casetype != FLOAT8OID || !c->defresult) return false;
-  CaseWhen *w = linitial_node(CaseWhen, c->args);
-  if (!IsA(w->result, Const) || !castNode(Const, w->result)->constisnull) return false;
   int cs = SideOf(root, reinterpret_cast<Node *>(w->expr), sides, -1);
   int es = SideOf(root, reinterpret_cast<Node *>(c->defresult), sides, -1);
   int gs = SideOf(root, g, sides, -2);
   if (cs < 0 || es < 0 || cs == es || (gs != cs && gs != -2) || MayRaise(reinterpret_cast<Node *>(c->defresult)))
     return false;
   OpExpr *null_g = castNode(OpExpr, copyObjectImpl(op));  // NULL * g: g evaluated, NULL returned
-  null_g->args = list_make2(makeNullConst(FLOAT8OID, -1, InvalidOid), copyObjectImpl(g));
-  CaseWhen *hw = makeNode(CaseWhen);
-  hw->expr = static_cast<Expr *>(copyObjectImpl(w->expr));
-  hw->result = reinterpret_cast<Expr *>(null_g);
-  hw->location = -1;
-  CaseExpr *h = makeNode(CaseExpr);
-  h->casetype = FLOAT8OID;
-  h->casecollid = InvalidOid;
-  h->args = list_make1(hw);
-  h->defresult = static_cast<Expr *>(copyObjectImpl(g));
-  h->location = -1;
+  null_g->args = list_make2(Float8Null(), copyObjectImpl(g));
   *tf = reinterpret_cast<Node *>(c->defresult);
   *ts = es;
-  *sf = reinterpret_cast<Node *>(h);
+  *sf = Float8Case(static_cast<Expr *>(copyObjectImpl(w->expr)), reinterpret_cast<Expr *>(null_g),
+                   static_cast<Expr *>(copyObjectImpl(g)));
   *ss = cs;
   return true;
 }
@@ -509,10 +517,9 @@ bool SplitGuard(PlannerInfo *root, OpExpr *op, Node *guard, Node *g, const Relid
 // T row's first pair: so d must not raise. *of gets o (side *os), *df gets d
 // (side *ds).
 bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of, int *os, Node **df, int *ds) {
-  if (!IsA(arg, CaseExpr)) return false;
+  CaseWhen *w = OneWhen(arg);
+  if (!w) return false;
   CaseExpr *c = castNode(CaseExpr, arg);
-  if (c->arg || list_length(c->args) != 1 || c->casetype != FLOAT8OID || !c->defresult) return false;
-  CaseWhen *w = linitial_node(CaseWhen, c->args);
   auto constant = [](Expr *e) { return IsA(e, Const) && !castNode(Const, e)->constisnull; };
   bool k_when = constant(w->result);
   if (k_when == constant(c->defresult)) return false;  // (one branch a constant, the other not)
@@ -520,18 +527,9 @@ bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of,
   int cs = SideOf(root, reinterpret_cast<Node *>(w->expr), sides, -1);
   int es = SideOf(root, reinterpret_cast<Node *>(d), sides, -1);
   if (cs < 0 || es < 0 || cs == es || MayRaise(reinterpret_cast<Node *>(d))) return false;
-  CaseWhen *ow = makeNode(CaseWhen);
-  ow->expr = static_cast<Expr *>(copyObjectImpl(w->expr));
-  ow->result = static_cast<Expr *>(copyObjectImpl(k_when ? k : reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid))));
-  ow->location = -1;
-  CaseExpr *o = makeNode(CaseExpr);
-  o->casetype = FLOAT8OID;
-  o->casecollid = InvalidOid;
-  o->args = list_make1(ow);
-  o->defresult =
-      static_cast<Expr *>(copyObjectImpl(k_when ? reinterpret_cast<Expr *>(makeNullConst(FLOAT8OID, -1, InvalidOid)) : k));
-  o->location = -1;
-  *of = reinterpret_cast<Node *>(o);
+  Expr *kc = static_cast<Expr *>(copyObjectImpl(k));
+  *of =
+      Float8Case(static_cast<Expr *>(copyObjectImpl(w->expr)), k_when ? kc : Float8Null(), k_when ? Float8Null() : kc);
   *os = cs;
   *df = reinterpret_cast<Node *>(d);
   *ds = es;

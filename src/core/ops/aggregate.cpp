@@ -223,7 +223,8 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   for (const auto &[key, t] : terms) to.insert(key.first);
   int carrier = !deferred.empty() ? -1 : to.size() == 1 ? *to.begin() : OnlyRootSide(reg, to);
   if (carrier >= 0 && Carries(reg.leaves[carrier - kLeafSide]))
-    for (size_t j = 0; j < reg.leaves[carrier - kLeafSide]->cols.size(); j++) used.insert({carrier, static_cast<int>(j)});
+    for (size_t j = 0; j < reg.leaves[carrier - kLeafSide]->cols.size(); j++)
+      used.insert({carrier, static_cast<int>(j)});
   // The keys that go with a leaf's rid (RidKeys), among the rows' columns.
   for (size_t k = 0; k < reg.leaves.size(); k++)
     for (int j : RidKeys(p, reg.leaves[k])) used.insert({kLeafSide + static_cast<int>(k), j});
