@@ -41,6 +41,12 @@ def programs():
     psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) + tm.vector("b1", b1) +
          tm.matrix("w2", W2) + tm.vector("b2", b2))
     yield "mlp", program_of(DB, grad_sql(tm.MLP_SQL, ["w1", "b1", "w2", "b2"]))
+    # (with keys: b1 determines the hidden layer's rows, whose cotangent
+    # carries hp's saved columns to w1's transpose: OnlyRoot)
+    psql("ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE lab ADD PRIMARY KEY (j); "
+         "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE b1 ADD PRIMARY KEY (j); "
+         "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE b2 ADD PRIMARY KEY (j);")
+    yield "mlp_keys", program_of(DB, grad_sql(tm.MLP_SQL, ["w1", "b1", "w2", "b2"]))
     X, G, Wq, Wk, Wv = tm.attention_data(6, 4, 5)
     psql("DROP TABLE x;" + tm.matrix("x", X) + tm.matrix("tg", G) + tm.matrix("wq", Wq) + tm.matrix("wk", Wk) +
          tm.matrix("wv", Wv))

@@ -61,6 +61,19 @@ def ddx_grads(ctes, params):
     return out
 
 
+def ddx_grads_together(ctes, params):
+    """ddx_grads from one statement for every parameter table (one program,
+    one backward pass for all of them, as ddx_adamw_step runs it)."""
+    parts = []
+    for name, keys in params.items():
+        k = ", ".join(f"p.{c}::text" for c in keys)
+        parts.append(f"SELECT '{name}' AS t, concat_ws(',', {k}) AS k, grad('loss', p.val) AS g FROM {name} p")
+    out = {name: {} for name in params}
+    for t, k, g in psql(f"WITH {ctes} " + " UNION ALL ".join(parts) + ";"):
+        out[t][tuple(int(x) for x in k.split(","))] = float(g)
+    return out
+
+
 def check(model, ours, theirs):
     """theirs: {param: numpy array indexed like the keys}."""
     worst = 0.0
@@ -134,8 +147,19 @@ def mlp():
     tw1, tb1, tw2, tb2 = t(W1), t(b1), t(W2), t(b2)
     logits = torch.tanh(torch.tensor(X) @ tw1 + tb1) @ tw2 + tb2
     torch.nn.functional.cross_entropy(logits, torch.tensor(lab)).backward()
-    check("2-layer MLP, softmax cross-entropy", ours,
-          {"w1": tw1.grad.numpy(), "b1": tb1.grad.numpy(), "w2": tw2.grad.numpy(), "b2": tb2.grad.numpy()})
+    want = {"w1": tw1.grad.numpy(), "b1": tb1.grad.numpy(), "w2": tw2.grad.numpy(), "b2": tb2.grad.numpy()}
+    check("2-layer MLP, softmax cross-entropy", ours, want)
+    # Primary keys, as a user who trains has them: b1 then determines the
+    # hidden layer's rows, and hp's cotangent carries hp's saved columns to
+    # w1's transpose (OnlyRoot) instead of joining them again.
+    psql("ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE lab ADD PRIMARY KEY (j); "
+         "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE b1 ADD PRIMARY KEY (j); "
+         "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE b2 ADD PRIMARY KEY (j);")
+    shapes = {"w1": ["i", "j"], "b1": ["j"], "w2": ["i", "j"], "b2": ["j"]}
+    check("2-layer MLP, primary keys", ddx_grads(MLP_SQL, shapes), want)
+    # (all four in one program: hp and b1 both receive the hidden layer's
+    # terms, hp the only root)
+    check("2-layer MLP, primary keys, one statement", ddx_grads_together(MLP_SQL, shapes), want)
 
 
 def layer_norm_and_gelu():
