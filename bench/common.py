@@ -54,15 +54,22 @@ def round_robin(cur, queries, repeats):
 
 
 def interleaved(runs, repeats):
-    """round_robin over (cursor, sql) pairs: queries of several sessions."""
+    """round_robin over (cursor, sql) pairs: queries of several sessions. A
+    run may instead be (None, fn), a Python function (PyTorch's step): each
+    round times it as the median of 10 calls, so that its few milliseconds
+    meet the same drift of the machine as the statements beside it."""
     times = [[] for _ in runs]
     for i in range(repeats + 1):
         for k, (cur, q) in enumerate(runs):
-            t0 = time.perf_counter()
-            cur.execute(q)
-            cur.fetchall()
+            if cur is None:
+                t = torch_ms(q, 10)  # (its own warm-up call first)
+            else:
+                t0 = time.perf_counter()
+                cur.execute(q)
+                cur.fetchall()
+                t = (time.perf_counter() - t0) * 1000
             if i:
-                times[k].append((time.perf_counter() - t0) * 1000)
+                times[k].append(t)
     return [statistics.median(t) for t in times]
 
 

@@ -7,8 +7,9 @@ For each workload: the forward loss query under PostgreSQL's default plan and
 with nested loops off (node off; the best is the honest denominator), the
 forward with the node (ddx.contraction = all), and the statement with every
 parameter's gradient with the node off and on; the speedups node on / off;
-and, for the matmul, PyTorch's forward+backward (float64, one thread) beside
-ddx's: the statement that returns the loss and its gradient from one pass
+and, for the matmul, PyTorch's forward+backward (float64, one thread; timed
+in the same rounds as the statements, each round the median of 10 calls)
+beside ddx's: the statement that returns the loss and its gradient from one pass
 (ddx_value and grad, what ddx_adamw_step runs), and, the stricter count, the
 forward statement and the gradient statement added.
 Workloads: the matmul, the 2-layer MLP (its tables without keys, as
@@ -23,26 +24,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import interleaved, node_session, torch_ms  # noqa: E402
+from common import interleaved, node_session  # noqa: E402
 
 DB = "ddx_bench_contraction"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 
 
-def row(off, on, name, ctes, params, torch_time=None):
+def row(off, on, name, ctes, params, torch_step=None):
     forward = f"WITH {ctes} SELECT l FROM loss"
     grad = f"WITH {ctes} " + " UNION ALL ".join(f"SELECT '{p}' AS t, grad('loss', {p}.val) AS g FROM {p}" for p in params)
     nl, dflt = "SET enable_nestloop = off; ", "RESET enable_nestloop; "
     value_grad = (f"WITH {ctes} SELECT '{params[0]}' AS t, grad('loss', {params[0]}.val) AS g, ddx_value('loss') AS l "
                   f"FROM {params[0]}")
     runs = [(off, dflt + forward), (off, nl + forward), (on, dflt + forward), (on, nl + forward), (off, dflt + grad),
-            (on, dflt + grad)] + ([(on, dflt + value_grad)] if torch_time else [])
+            (on, dflt + grad)] + ([(on, dflt + value_grad), (None, torch_step)] if torch_step else [])
     # two sessions, one per setting, each set once: a changed setting plans
     # cached statements (ddx's programs among them) again, which a session
-    # that switched would time
+    # that switched would time; PyTorch's step is timed in the same rounds
     d, nloff, fon_d, fon_nl, goff, gon, *vg = interleaved(runs, REPEATS)
     best, fon = min(d, nloff), min(fon_d, fon_nl)
-    t = (f"{torch_time:9.2f} {vg[0]:8.0f} {vg[0] / torch_time:8.0f}x {(fon + gon) / torch_time:8.0f}x" if torch_time
+    t = (f"{vg[1]:9.2f} {vg[0]:8.0f} {vg[0] / vg[1]:8.0f}x {(fon + gon) / vg[1]:8.0f}x" if torch_step
          else f"{'-':>9} {'-':>8} {'-':>9} {'-':>9}")
     print(f"{name:<36} {d:8.0f} {nloff:8.0f} {fon:8.0f} {best / fon:6.1f}x {goff:8.0f} {gon:8.0f} {goff / gon:6.1f}x {t}",
           flush=True)
@@ -59,7 +60,7 @@ def main():
     X = np.random.default_rng(1).normal(size=(10000, 16))
     W = np.random.default_rng(2).normal(size=(16, 8)) / 4
     tm.psql(tm.matrix("x", X) + tm.matrix("w", W) + "ANALYZE;", db=DB)
-    torch_time = None
+    step = None
     try:
         import torch
         torch.set_num_threads(1)
@@ -67,10 +68,9 @@ def main():
         def step():
             w = torch.tensor(W, requires_grad=True)
             (torch.tanh(torch.tensor(X) @ w) ** 2).sum().backward()
-        torch_time = torch_ms(step)
     except ImportError:
         pass
-    row(off, on, "matmul 10000x16 . 16x8 (w)", tm.MATMUL_SQL, ["w"], torch_time)
+    row(off, on, "matmul 10000x16 . 16x8 (w)", tm.MATMUL_SQL, ["w"], step)
 
     X, lab, W1, b1, W2, b2 = tm.mlp_data(4096, 16, 32, 4, 11)
     tm.psql("DROP TABLE x, w;" + tm.matrix("x", X) + tm.vector("lab", lab) + tm.matrix("w1", W1) +
