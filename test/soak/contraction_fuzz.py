@@ -12,7 +12,12 @@ additions, so the node's answer and PostgreSQL's are compared exactly, row
 by row, as multisets. In the "extreme" data mode values near 1e300 and
 1e-300 make products overflow and underflow: then both settings must raise
 (22003 as float8mul does; where several errors may come first, any data
-exception of class 22), or both answer the same.
+exception of class 22), or both answer the same. In the "infinite" mode
+some values are Infinity, -Infinity or NaN among the small ones: no sum then
+overflows, and a sum is NaN, an infinity or the exact finite sum whatever
+the order of its additions, so these too compare exactly (by repr: nan,
+inf). An infinite value under a guard tells a guarded value's constant from
+a product with 0 (Infinity * 0 is NaN).
 
 Each query draws the sides (tables, a filtered subquery, a CTE, a join of
 two tables), the join's equalities (integer, text, int4 = int8, two keys),
@@ -29,6 +34,7 @@ failed" and how many queries the node ran (a generator that stopped
 reaching the node would test nothing: fewer than a third fails).
 """
 import argparse
+import math
 import random
 import sys
 
@@ -50,6 +56,8 @@ def value(mode):
         return -0.0
     if mode == "extreme" and R.random() < 0.3:
         return R.choice([1e300, -1e300, 1e-300, 3e-200, 2e200])
+    if mode == "infinite" and R.random() < 0.2:  # (NaN rarer: a NaN sum hides the rest of its group)
+        return R.choice([float("inf"), float("-inf"), float("inf"), float("-inf"), float("nan")])
     return R.randint(-16, 16) / 8
 
 
@@ -67,7 +75,9 @@ def load(cur, mode):
             i = None if R.random() < 0.05 else R.randrange(6)
             tx = None if R.random() < 0.05 else R.choice(["x", "y", "zz", ""])
             v = value(mode)
-            f = None if v is None or abs(v) > 1e30 or (v != 0 and abs(v) < 1e-30) else v
+            # (float4: None where float8's value is out of its range; its
+            # infinities and NaN stay)
+            f = None if v is None or (math.isfinite(v) and (abs(v) > 1e30 or (v != 0 and abs(v) < 1e-30))) else v
             rows.append((i, k, tx, v, f))
         cur.executemany(f"INSERT INTO {t} VALUES (%s, %s, %s, %s, %s)", rows)
     cur.execute("CREATE TABLE pk (k int PRIMARY KEY, g int, name text, v float8)")
@@ -127,7 +137,7 @@ def guarded():
 
 
 def aggregate():
-    if R.random() < 0.1:
+    if R.random() < 0.2:
         return guarded()
     c = R.random()
     if c < 0.35:
@@ -244,7 +254,7 @@ def main():
     mode = "plain"
     for n in range(args.queries):
         if n % 10 == 0:
-            mode = R.choice(["plain", "plain", "plain", "extreme"])
+            mode = R.choice(["plain", "plain", "plain", "extreme", "infinite"])
             load(cur, mode)
         sql, param = query()
         try:
