@@ -144,7 +144,7 @@ struct Deferred {
 struct Contrib {
   std::string sql;
   std::set<int> cols;
-  bool carries = false;  // its rows also have the relation's saved columns c<j> (see Carries)
+  bool carries = false;  // its rows also have the relation's saved columns (Carries, SavedRowCols)
   bool keyed = false;    // its rows also have the rid's keys rk<i> (see RidKeys)
 };
 
@@ -330,6 +330,13 @@ struct OpRule {
 };
 
 const OpRule &RuleOf(const Rel &r);  // by RelKind; a Join by its kind of join
+
+// A saved region's columns besides rid (RegionForward's layout: each leaf's
+// rid l<k>, the leaf columns its expressions read, its columns c<j>), which
+// a cotangent whose rows are the saved rows one to one may carry, so that
+// the region's reverse reads it alone; none where r's step is not a saved
+// region (ops/region_op.cpp).
+std::vector<std::string> SavedRowCols(const Pass &p, const Rel *r);
 
 // EXISTS / ANY / ALL over a sublink's saved relation (ops/sublink.cpp).
 std::string SublinkSql(const Pass &p, const ExprP &e, const Resolver &res);

@@ -47,6 +47,10 @@ class LeafTranspose {
   LeafTranspose(const Pass &p, const Rel *r, const Region &reg, std::set<std::pair<int, int>> used, int L)
       : p_(p), r_(r), reg_(reg), L_(L), ocols_(std::move(used)), lets_(p, "r", Res()) {}
 
+  // Whether the contribution's rows also have L's saved columns (Carries,
+  // SavedRowCols).
+  bool Carried() const { return carried_; }
+
   // The contribution's SQL and the columns of L it has, or "".
   std::string Sql(std::set<int> &cols) {
     if (!Keys() || !Conditions() || !Sums()) return "";
@@ -271,6 +275,15 @@ class LeafTranspose {
       tsel.push_back(inside(L_, static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
       by.push_back(std::to_string(tsel.size()));
     }
+    carried_ = Carries(leaf);
+    // (a saved region's columns, where each of its rows is here once: the
+    // MLP's hidden layer tanh(hp.z + b1.val), whose reverse then joined its
+    // 131k saved rows on rid again)
+    if (!carried_ && once_) {
+      std::vector<std::string> row = SavedRowCols(p_, leaf);
+      for (const auto &name : row) tsel.push_back(reg_.Alias(L_ - kLeafSide) + "." + name + " AS " + name);
+      carried_ = !row.empty();
+    }
     return "SELECT " + Join(tsel, ", ") + " FROM (" + pre + ") t " + (fon_.empty() ? "CROSS JOIN " : "JOIN ") +
            p_.LeafFrom(leaf, reg_.Alias(L_ - kLeafSide)) + (fon_.empty() ? "" : " ON " + Join(fon_, " AND ")) +
            (once_ ? "" : " GROUP BY " + Join(by, ", "));
@@ -295,6 +308,7 @@ class LeafTranspose {
   bool once_ = true;
   Terms terms_;
   std::optional<std::string> lnull_;  // L's NULL test, the same for every call
+  bool carried_ = false;
 };
 
 }  // namespace
@@ -331,17 +345,22 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
   // over the others joined with the cotangents per leaf: attention's q·k
   // backward 383 -> 234 ms against one pass over the region with GROUPING
   // SETS, whose inequality join paired 1M rows to keep 526k), or none.
-  std::vector<std::pair<std::string, std::set<int>>> out;
+  struct Out {
+    std::string sql;
+    std::set<int> cols;
+    bool carried;
+  };
+  std::vector<Out> out;
   for (int L : active) {
     std::set<int> cols;
-    std::string sql = LeafTranspose(p, r, reg, used, L).Sql(cols);
+    LeafTranspose t(p, r, reg, used, L);
+    std::string sql = t.Sql(cols);
     if (sql.empty()) return false;
-    out.push_back({sql, cols});
+    out.push_back({sql, cols, t.Carried()});
   }
   if (out.empty()) return false;
   size_t i = 0;
-  for (int L : active)
-    p.Contribute(reg.leaves[L - kLeafSide], out[i].first, out[i].second, Carries(reg.leaves[L - kLeafSide])), i++;
+  for (int L : active) p.Contribute(reg.leaves[L - kLeafSide], out[i].sql, out[i].cols, out[i].carried), i++;
   return true;
 }
 

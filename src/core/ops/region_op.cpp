@@ -63,23 +63,28 @@ std::vector<bool> JoinNotNull(const Rel &r, const Inputs &in) {
   return nn;
 }
 
-std::string RegionForward(const Pass &p, const Rel &rel) {
-  const Rel *r = &rel;
-  std::string sql;
-  // A materialized row-local relation: its region's rows, with the leaf
-  // rids and the leaf columns its expressions read (for the backward).
-  const Region &reg = p.regions.at(r);
+// A saved region's rows: besides rid, each column's value and name, in
+// order (SavedRowCols names them for a cotangent that carries them).
+std::vector<std::pair<std::string, std::string>> RowLayout(const Pass &p, const Region &reg) {
   Resolver res = [&](int side, int col) { return p.LeafCol(reg, side, col); };
-  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  std::vector<std::pair<std::string, std::string>> cols;
   for (size_t k = 0; k < reg.leaves.size(); k++)
-    cols.push_back(p.LeafCol(reg, kLeafSide + static_cast<int>(k), -1) + " AS l" + std::to_string(k));
+    cols.push_back({p.LeafCol(reg, kLeafSide + static_cast<int>(k), -1), "l" + std::to_string(k)});
   std::set<std::pair<int, int>> used;
   for (const auto &e : reg.item.cols) CollectCols(e, used);
   for (const auto &[side, col] : used)
-    if (col >= 0) cols.push_back(p.LeafCol(reg, side, col) + " AS " + SavedCol(side, col));
-  for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back(p.Sql(reg.item.cols[k], res) + " AS " + C(k));
-  sql = "SELECT " + Join(cols, ", ") + " FROM " + p.FromWhere(reg);
-  return sql;
+    if (col >= 0) cols.push_back({p.LeafCol(reg, side, col), SavedCol(side, col)});
+  for (size_t k = 0; k < reg.item.cols.size(); k++) cols.push_back({p.Sql(reg.item.cols[k], res), C(k)});
+  return cols;
+}
+
+std::string RegionForward(const Pass &p, const Rel &rel) {
+  // A materialized row-local relation: its region's rows, with the leaf
+  // rids and the leaf columns its expressions read (for the backward).
+  const Region &reg = p.regions.at(&rel);
+  std::vector<std::string> cols{"row_number() OVER () AS rid"};
+  for (const auto &[value, name] : RowLayout(p, reg)) cols.push_back(value + " AS " + name);
+  return "SELECT " + Join(cols, ", ") + " FROM " + p.FromWhere(reg);
 }
 
 void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
@@ -87,7 +92,10 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
   const std::set<int> &bc = p.bcols.at(r);
   std::string b = p.B(r);
   // Saved region rows: differentiate the composed columns over the
-  // saved leaf columns, sum by each leaf's rid.
+  // saved leaf columns, sum by each leaf's rid. Where the cotangent carries
+  // the saved rows' columns (SavedRowCols), it is read alone, not joined
+  // with the saved rows on rid again.
+  bool carried = p.carried.count(r) > 0;
   const Region &reg = p.regions.at(r);
   Resolver saved = [&](int side, int col) {
     return col < 0 ? "f.l" + std::to_string(side - kLeafSide) : "f." + SavedCol(side, col);
@@ -96,7 +104,7 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
   Lets lets(p, "f", saved);
   for (int o : bc) {
     CheckVolatile(reg.item.cols[o]);
-    Backprop(reg.item.cols[o], "b." + D(o), lets, p.LeafActivity(reg), terms);
+    Backprop(reg.item.cols[o], (carried ? "f." : "b.") + D(o), lets, p.LeafActivity(reg), terms);
   }
   // A leaf's saved columns, where the forward saved them (the columns its
   // expressions read), for a leaf whose cotangent may carry them (Carries).
@@ -106,9 +114,21 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
     return kept.count({side, col}) ? "f." + SavedCol(side, col) : std::string();
   };
   p.ContributeToLeaves(
-      s, reg, " FROM " + lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid", terms,
+      s, reg, " FROM " + (carried ? lets.Wrap(b) : lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid"), terms,
       [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)), {}, value);
 }
+
+}  // namespace
+
+std::vector<std::string> SavedRowCols(const Pass &p, const Rel *r) {
+  auto it = p.regions.find(r);
+  if (it == p.regions.end() || RuleOf(*r).forward != RegionForward) return {};
+  std::vector<std::string> names;
+  for (const auto &[value, name] : RowLayout(p, it->second)) names.push_back(name);
+  return names;
+}
+
+namespace {
 
 // Forward mode: the region's rows, each column beside its tangent.
 std::string RegionTangent(const Pass &p, const Rel &rel) {
