@@ -113,19 +113,20 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
   return out;
 }
 
-// Several leaves, `once` the only root: the source's rows stored as they
-// are, that leaf's terms read from them, the others' summed by their rids
-// (GROUPING SETS would also hash a set of as many groups as rows:
-// attention's softmax backward, 33k rows into 33k groups beside 256 for z;
-// program 957 -> 904 ms interleaved). The `once` leaf's rows are the
-// source's one to one, so its saved columns are carried as OneLeaf carries
-// them (Carries): the MLP's hidden layer tanh(hp.z + b1.val) gave hp's
+// Several leaves, some in at most one row of the source each (`once`: the
+// only root, OnceLeaves): the source's rows stored as they are, those
+// leaves' terms read from them, the others' summed by their rids (GROUPING
+// SETS would also hash a set of as many groups as rows: attention's softmax
+// backward, 33k rows into 33k groups beside 256 for z; program 957 -> 904
+// ms interleaved). The `carrier`'s rows (the only root's) are the source's
+// one to one, so its saved columns are carried as OneLeaf carries them
+// (Carries): the MLP's hidden layer tanh(hp.z + b1.val) gave hp's
 // cotangent, whose transpose then joined hp's 131k saved rows on rid again.
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
-              const LeafRid &leaf_rid, const std::string &shared_name, int once, const Resolver &value,
-              const LeafKeys &leaf_keys) {
+              const LeafRid &leaf_rid, const std::string &shared_name, const std::set<int> &once, int carrier,
+              const Resolver &value, const LeafKeys &leaf_keys) {
   std::vector<std::string> cols;
-  std::vector<std::string> carried = CarriedCols(reg, once, value);
+  std::vector<std::string> carried = carrier >= 0 ? CarriedCols(reg, carrier, value) : std::vector<std::string>{};
   for (const auto &[k, terms_k] : per_leaf) {
     cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
     for (const auto &kv : Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_"))
@@ -133,7 +134,7 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
     for (const auto &[col, sum] : terms_k) cols.push_back(sum + " AS " + T(k, col));
   }
   for (size_t j = 0; j < carried.size(); j++)
-    cols.push_back(carried[j] + " AS x" + std::to_string(once) + "_" + C(static_cast<int>(j)));
+    cols.push_back(carried[j] + " AS x" + std::to_string(carrier) + "_" + C(static_cast<int>(j)));
   s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
@@ -144,25 +145,27 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
       by.push_back(keys[i].second);
     }
     std::set<int> cs;
+    bool single = once.count(k) > 0;
     for (const auto &[col, sum] : terms_k) {
-      sel.push_back((k == once ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
+      sel.push_back((single ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
       cs.insert(col);
     }
-    for (size_t j = 0; k == once && j < carried.size(); j++)
+    for (size_t j = 0; k == carrier && j < carried.size(); j++)
       sel.push_back("x" + std::to_string(k) + "_" + C(static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
-                     (k == once ? "" : " GROUP BY " + Join(by, ", ")),
-                 cs, k == once && !carried.empty(), !keys.empty());
+                     (single ? "" : " GROUP BY " + Join(by, ", ")),
+                 cs, k == carrier && !carried.empty(), !keys.empty());
   }
 }
 
-// One leaf: its terms summed by its rid (not summed when it is the only
-// root), its saved columns carried where its cotangent may carry them.
+// One leaf: its terms summed by its rid (not summed when it is in at most
+// one row of the source, `once`), its saved columns carried where it is the
+// only root (`carrier`) and its cotangent may carry them.
 void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLeaf &per_leaf, const LeafRid &leaf_rid,
-             int once, const Resolver &value, const LeafKeys &leaf_keys) {
+             const std::set<int> &once, int carrier, const Resolver &value, const LeafKeys &leaf_keys) {
   for (const auto &[k, cols] : per_leaf) {
-    bool single = k == once;
+    bool single = once.count(k) > 0;
     std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
     auto keys = Named(KeysOf(p, reg, k, leaf_keys), "rk");
     for (const auto &kv : keys) {
@@ -176,7 +179,7 @@ void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLea
       outer.push_back((single ? "q." + D(col) : "sum(q." + D(col) + ")") + " AS " + D(col));
       cs.insert(col);
     }
-    std::vector<std::string> carried = single ? CarriedCols(reg, k, value) : std::vector<std::string>{};
+    std::vector<std::string> carried = k == carrier ? CarriedCols(reg, k, value) : std::vector<std::string>{};
     bool carry = !carried.empty();
     for (size_t j = 0; j < carried.size(); j++) {
       inner.push_back(carried[j] + " AS " + C(static_cast<int>(j)));
@@ -354,16 +357,24 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   // the region's; the others are saved aggregates joined on all their keys,
   // at most one row each; one leaf: no join) is in at most one row of the
   // source (every rule joins a region row with one cotangent): nothing to
-  // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups.
-  if (roots.empty()) roots = Roots(reg, Sides(reg));
+  // sum. Attention's z = Σ e: a GROUP BY of 33k rows into 33k groups. Over
+  // the region's own rows, so is every leaf that determines all the others
+  // (OnceLeaves). The only root alone carries its saved columns: the
+  // source has them (aggregate.cpp selects them by OnlyRootSide).
+  bool own = roots.empty();
+  if (own) roots = Roots(reg, Sides(reg));
   std::set<int> to;
   for (const auto &pl : per_leaf) to.insert(kLeafSide + pl.first);
-  int once = SoleRoot(roots, to);
-  if (once >= 0) once -= kLeafSide;
-  if (once >= 0 && per_leaf.size() > 1 && deferred.empty())
-    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, value, leaf_keys);
+  int carrier = SoleRoot(roots, to);
+  std::set<int> once;
+  if (carrier >= 0) once.insert(carrier - kLeafSide);
+  if (own && deferred.empty())
+    for (int l : OnceLeaves(reg, to)) once.insert(l - kLeafSide);
+  if (carrier >= 0) carrier -= kLeafSide;
+  if (!once.empty() && per_leaf.size() > 1 && deferred.empty())
+    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, carrier, value, leaf_keys);
   if (per_leaf.size() < 2 && deferred.empty())
-    return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, value, leaf_keys);
+    return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, carrier, value, leaf_keys);
   // Several leaves: one pass over the region, summed by each leaf's rid at
   // once with GROUPING SETS, instead of recomputing the region per leaf.
   // A deferred factor's set groups by the rids of its leaves and the leaf

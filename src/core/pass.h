@@ -122,6 +122,7 @@ bool RowLocal(const Rel *r);
 ExprP LeafRid(int k);
 std::set<int> Sides(const Region &reg);
 std::set<int> Roots(const Region &reg, const std::set<int> &sides);
+std::set<int> OnceLeaves(const Region &reg, const std::set<int> &of);
 int SoleRoot(const std::set<int> &roots, const std::set<int> &to);
 int OnlyRootSide(const Region &reg, const std::set<int> &to);
 std::set<int> BelowSides(const Region &reg, const std::vector<ExprP> &exprs);

@@ -201,24 +201,60 @@ bool Equated(const Rel *leaf, int l, const std::vector<int> &cols, const std::se
 // MLP's hidden layer tanh(hp.z + b1.val), b1 keyed by its unit: each row is
 // one row of hp, whose contributions then need no GROUP BY of 131k groups
 // (OnlyRoot).
+namespace {
+
+// Whether the leaf on side l has at most one row that matches given rows of
+// the leaves `given` (see Roots).
+bool Determined(const Region &reg, int l, const std::set<int> &given,
+                const std::vector<std::pair<ExprP, ExprP>> &eqs) {
+  const Rel *leaf = reg.leaves.at(l - kLeafSide);
+  if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
+    std::vector<int> keys(static_cast<size_t>(leaf->nkeys));
+    for (int j = 0; j < leaf->nkeys; j++) keys[j] = j;
+    return Equated(leaf, l, keys, given, eqs);
+  }
+  if (leaf->kind == RelKind::Scan)
+    for (const auto &u : leaf->unique)
+      if (!u.empty() && Equated(leaf, l, u, given, eqs)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
   std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
   std::set<int> roots = sides;
   for (int l : sides) {
-    const Rel *leaf = reg.leaves.at(l - kLeafSide);
     std::set<int> rest = roots;
     rest.erase(l);
-    bool determined = false;
-    if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
-      std::vector<int> keys(static_cast<size_t>(leaf->nkeys));
-      for (int j = 0; j < leaf->nkeys; j++) keys[j] = j;
-      determined = Equated(leaf, l, keys, rest, eqs);
-    } else if (leaf->kind == RelKind::Scan) {
-      for (const auto &u : leaf->unique) determined = determined || (!u.empty() && Equated(leaf, l, u, rest, eqs));
-    }
-    if (determined) roots.erase(l);
+    if (Determined(reg, l, rest, eqs)) roots.erase(l);
   }
   return roots;
+}
+
+// The leaves among `of` each of whose rows is in at most one row of the
+// region: those that determine every other leaf, one after another (given
+// l's row, at most one row of a leaf Determined by the rows known so far).
+// A sole root is one; so are, in a GPT's residual stream x + attn(x) +
+// mlp(x), the saved block outputs keyed by (b, t, e): each determines the
+// batch row (its primary key (step, b, t), step a constant), then the token
+// embedding (v, e), the position embedding (t, e) and the other outputs.
+// Their terms need no summing by rid: before, each was a grouping set of as
+// many groups as rows in its region's one pass (16k rows per set at the
+// GPT's second size), which took that pass's hash tables past work_mem.
+std::set<int> OnceLeaves(const Region &reg, const std::set<int> &of) {
+  std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
+  std::set<int> all = Sides(reg), out;
+  for (int l : of) {
+    std::set<int> known{l};
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int m : all)
+        if (!known.count(m) && Determined(reg, m, known, eqs)) grew = known.insert(m).second;
+    }
+    if (known.size() == all.size()) out.insert(l);
+  }
+  return out;
 }
 
 // --- values computed below a join -------------------------------------------
