@@ -19,6 +19,8 @@ std::string Pass::Sql(const ExprP &e, const Resolver &res) const {
       if (!rule) Internal("no rule " + e->text);
       std::vector<std::string> a;
       for (const auto &x : e->args) a.push_back(Sql(x, res));
+      if (!stop_gradient_sql.empty() && e->text == "stop_gradient")
+        return stop_gradient_sql + "(" + F8(a[0], e->args[0]->type) + ")";
       return rule->emit(a, e->type.sql);
     }
     case ExprKind::Case: {

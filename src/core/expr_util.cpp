@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ddx/core/rules.h"
 #include "pass.h"
 
 namespace ddx::core {
@@ -225,7 +226,7 @@ bool IsActive(const ExprP &e, const ActiveFn &act) {
     case ExprKind::Sublink:
       return false;
     case ExprKind::Call:
-      if (e->text == "stop_gradient") return false;
+      if (const Rule *rule = FindRule(e->text); rule && !rule->partial) return false;  // passes no gradient
       for (const auto &a : e->args)
         if (IsActive(a, act)) return true;
       return false;

@@ -203,6 +203,11 @@ struct Pass {
   // " OFFSET 0": a subquery PostgreSQL plans on its own, never pulled up
   // into its reader (its values computed once per row); "" in place on Citus.
   std::string Fence() const { return citus_in_place ? "" : " OFFSET 0"; }
+  // Where SQL is printed to be translated back to IR (hvp's tangent query,
+  // TangentUse::Differentiate): the schema-qualified function that
+  // stop_gradient(x) is printed as, so that what is held constant stays so
+  // when the text is differentiated again. Empty: printed as x itself.
+  std::string stop_gradient_sql;
 
   // graph (graph.cpp)
   RelP loss;

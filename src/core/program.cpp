@@ -159,6 +159,38 @@ ExprP NullSafeEquals(const ExprP &a, const ExprP &b) {
   return e;
 }
 
+namespace {
+
+void MarkRead(const Rel *r, std::set<const Rel *> &seen, std::vector<bool> &read);
+
+void MarkReadExpr(const ExprP &e, std::set<const Rel *> &seen, std::vector<bool> &read) {
+  if (!e) return;
+  if (e->sub) MarkRead(e->sub.get(), seen, read);
+  MarkReadExpr(e->test, seen, read);
+  MarkReadExpr(e->corr, seen, read);
+  for (const auto &a : e->args) MarkReadExpr(a, seen, read);
+}
+
+void MarkRead(const Rel *r, std::set<const Rel *> &seen, std::vector<bool> &read) {
+  if (!seen.insert(r).second) return;
+  for (int p : r->param)
+    if (p >= 0 && p < static_cast<int>(read.size())) read[p] = true;
+  for (const auto &in : r->inputs) MarkRead(in.get(), seen, read);
+  for (const auto &e : r->exprs) MarkReadExpr(e, seen, read);
+  for (const auto &row : r->rows)
+    for (const auto &e : row) MarkReadExpr(e, seen, read);
+  MarkReadExpr(r->cond, seen, read);
+}
+
+}  // namespace
+
+std::vector<bool> ParamsRead(const RelP &loss, size_t nparams) {
+  std::vector<bool> read(nparams, false);
+  std::set<const Rel *> seen;
+  MarkRead(loss.get(), seen, read);
+  return read;
+}
+
 std::vector<bool> ActiveColumns(const RelP &rel) {
   core::Pass p(rel);
   return p.active.at(rel.get());
@@ -191,8 +223,10 @@ bool ReadsCitusData(const RelP &loss) {
 // bench/jvp.py: forced materialization 1.71x its forward, inlining without
 // the fence 1.52x, with it 1.31x.) hvp differentiates the steps themselves:
 // it gets them unfenced (the fences would be projections in its IR).
-std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use) {
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use,
+                            const std::string &stop_gradient_sql) {
   core::Pass p(out, &tangents);
+  if (use == TangentUse::Differentiate) p.stop_gradient_sql = stop_gradient_sql;
   for (const Rel *r : p.order)
     if (r->citus)
       throw Error(sqlstate::kFeatureNotSupported,

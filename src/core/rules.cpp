@@ -1,7 +1,7 @@
 // The scalar derivative rules (see rules.h). Each row: name, arity, forward
 // SQL, partial derivatives. Forward SQL keeps PostgreSQL's own operator
 // resolution (the operands carry their original types); the program runs with
-// search_path = pg_catalog, pg_temp so that these names resolve to the
+// pg_catalog first on its search_path so that these names resolve to the
 // built-ins whatever the user's search_path holds.
 #include "ddx/core/rules.h"
 
@@ -88,6 +88,10 @@ const Rule kTanh{"tanh", 1, [](const Args &a, const std::string &) { return Emit
 const Rule kCast{"cast", 1, [](const Args &a, const std::string &type) { return "CAST(" + a[0] + " AS " + type + ")"; },
                  [](size_t, const Args &, const std::string &) { return std::string("1"); }};
 const Rule kStop{"stop_gradient", 1, [](const Args &a, const std::string &) { return a[0]; }, nullptr};
+// sign(x) is piecewise constant: its derivative is 0 wherever it is defined
+// (PyTorch's and JAX's sign pass no gradient either). abs's partial is
+// sign(x), so the gradient of abs differentiated again (hvp) reads it.
+const Rule kSign{"sign", 1, [](const Args &a, const std::string &) { return EmitCall("sign", a); }, nullptr};
 
 // GREATEST/LEAST ignore NULLs. At a tie the last argument that attains the
 // value takes the derivative (GREATEST(a, b): a's only where a > b, b's at
@@ -106,7 +110,7 @@ const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return E
 
 const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,   &kLog10,
                               &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,      &kAsin, &kAcos, &kAtan,
-                              &kSinh, &kCosh, &kTanh, &kCast, &kStop, &kGreatest, &kLeast};
+                              &kSinh, &kCosh, &kTanh, &kCast, &kStop, &kSign, &kGreatest, &kLeast};
 
 }  // namespace
 

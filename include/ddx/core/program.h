@@ -55,6 +55,11 @@ Program BuildGradientProgram(const RelP &loss, CitusPlacement citus = CitusPlace
 // program differs from the gathered one).
 bool ReadsCitusData(const RelP &loss);
 
+// Per parameter index 0 .. nparams-1: whether `loss` reads a scan of the
+// parameter's table (directly, or through a view, CTE or subquery it reads),
+// whatever it does with the column.
+std::vector<bool> ParamsRead(const RelP &loss, size_t nparams);
+
 // Which output columns of `rel` depend on a parameter (vjp: the others are
 // the output's keys).
 std::vector<bool> ActiveColumns(const RelP &rel);
@@ -84,8 +89,12 @@ struct Tangent {
 // NULL. No tape: every relation's step carries tangent columns beside its
 // values. Throws Error (0A000 where forward mode has no rule). Run: the
 // query jvp runs, its steps fenced for PostgreSQL's planner; Differentiate:
-// the same steps as plain CTE bodies, for hvp to translate back to IR.
+// the same steps as plain CTE bodies, for hvp to translate back to IR, with
+// every stop_gradient(x) printed as a call of `stop_gradient_sql` (the
+// schema-qualified SQL function), so that it stays a constant at the next
+// order (JAX's stop_gradient, torch's detach()).
 enum class TangentUse { Run, Differentiate };
-std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use = TangentUse::Run);
+std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use = TangentUse::Run,
+                            const std::string &stop_gradient_sql = "");
 
 }  // namespace ddx
