@@ -1,9 +1,15 @@
 -- ddx 0.1: reverse-mode gradients of SQL queries.
 \echo Use "CREATE EXTENSION ddx" to load this file. \quit
 
+-- ddx's own schema (see "ddx's own schema _ddx" below): its internal
+-- functions, training runs, their log and optimizer state.
+CREATE SCHEMA _ddx;
+COMMENT ON SCHEMA _ddx IS 'ddx: internal functions, training runs, their log and optimizer state';
+GRANT USAGE ON SCHEMA _ddx TO PUBLIC;
+
 -- grad(loss, t.col): ∂loss/∂(t.col of the current row), float8.
 -- The loss is a CTE name or view name as a string, or a scalar subquery.
--- The post-parse hook rewrites every call into ddx_grad_at; the C function
+-- The post-parse hook rewrites every call into _ddx.grad_at; the C function
 -- behind grad only explains what to do when the hook did not run.
 CREATE FUNCTION grad("any", "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -34,12 +40,12 @@ CREATE FUNCTION hvp("any", "any", VARIADIC text[]) RETURNS float8
 -- What the output relation of jvp becomes: its rows and their tangents, from
 -- the tangent query (run as a program: planner settings, kept plan, the
 -- caller's privileges and snapshot). Not for direct use.
-CREATE FUNCTION ddx_jvp_rows(text) RETURNS SETOF record
+CREATE FUNCTION _ddx.jvp_rows(text) RETURNS SETOF record
   AS 'MODULE_PATHNAME', 'ddx_jvp_rows' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION ddx_jvp_rows(text, VARIADIC "any") RETURNS SETOF record
+CREATE FUNCTION _ddx.jvp_rows(text, VARIADIC "any") RETURNS SETOF record
   AS 'MODULE_PATHNAME', 'ddx_jvp_rows' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- What jvp becomes: its row's tangent column, as it is.
-CREATE FUNCTION ddx_jvp_at(float8) RETURNS float8
+CREATE FUNCTION _ddx.jvp_at(float8) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_stop_gradient' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- ddx_value(loss): the loss's value, computed by the same pass as the
@@ -52,19 +58,17 @@ CREATE FUNCTION ddx_value("any") RETURNS float8
 
 -- What grad becomes: the program, the parameter's index in it, the row's
 -- identity and whether the row's value is NULL. Not for direct use.
-CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool) RETURNS float8
+CREATE FUNCTION _ddx.grad_at(text, int4, oid, tid, bool) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION ddx_grad_at(text, int4, oid, tid, bool) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION ddx_grad_at(text, int4, oid, tid, bool) TO PUBLIC;
 -- The same for a loss that reads statement parameters ($n, plpgsql
 -- variables, SQL-function arguments): their values follow, the program's $1 ....
-CREATE FUNCTION ddx_grad_at(text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
+CREATE FUNCTION _ddx.grad_at(text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- The same for a row identified by its primary key (a parameter in a Citus
 -- table): the table and ROW(key columns)::text in place of (tableoid, ctid).
-CREATE FUNCTION ddx_grad_key(text, int4, oid, text, bool) RETURNS float8
+CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION ddx_grad_key(text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
+CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- stop_gradient(x) is x, held constant by the backward pass.
@@ -171,9 +175,6 @@ $$;
 -- one SECURITY DEFINER function: users need no CREATE on this schema), owned
 -- by that role, with room for HOT updates.
 -- ===========================================================================
-CREATE SCHEMA _ddx;
-COMMENT ON SCHEMA _ddx IS 'ddx: training runs, their log and optimizer state';
-GRANT USAGE ON SCHEMA _ddx TO PUBLIC;
 
 -- A tangent relation of jvp with two rows for one parameter row, refused
 -- where the query jvp's hook writes reads it. (STABLE: an immutable call of
@@ -1191,10 +1192,10 @@ $$;
 -- --- schedules -------------------------------------------------------------
 
 -- Learning-rate schedules are ordinary tables (step int PRIMARY KEY, lr),
--- one row per step from step 0; ddx_schedule_table writes one from an array,
+-- one row per step from step 0; _ddx.schedule_table writes one from an array,
 -- in the current schema. A table of that name that is not a ddx schedule is
 -- left alone (42P07); a ddx schedule is rewritten in place.
-CREATE FUNCTION ddx_schedule_table(name text, lrs float8[]) RETURNS regclass
+CREATE FUNCTION _ddx.schedule_table(name text, lrs float8[]) RETURNS regclass
 LANGUAGE plpgsql AS $$
 DECLARE
   q text := quote_ident(current_schema()) || '.' || quote_ident(name);
@@ -1220,7 +1221,7 @@ END $$;
 CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
                                            min_lr float8, steps int DEFAULT NULL)
 RETURNS regclass LANGUAGE sql AS $$
-  SELECT @extschema@.ddx_schedule_table($1, ARRAY(
+  SELECT _ddx.schedule_table($1, ARRAY(
     SELECT CASE WHEN it < $2 THEN $4 * (it + 1) / ($2 + 1)
                 WHEN it > $3 THEN $5
                 ELSE $5 + 0.5 * (1 + cos(pi() * (it - $2)::float8 / ($3 - $2))) * ($4 - $5) END
@@ -1230,16 +1231,16 @@ $$;
 -- More schedules as tables of `steps` rows: a constant rate, PyTorch's
 -- StepLR and ExponentialLR.
 CREATE FUNCTION ddx_schedule_constant(name text, lr float8, steps int) RETURNS regclass
-LANGUAGE sql AS $$ SELECT @extschema@.ddx_schedule_table($1, array_fill($2, ARRAY[$3])) $$;
+LANGUAGE sql AS $$ SELECT _ddx.schedule_table($1, array_fill($2, ARRAY[$3])) $$;
 
 CREATE FUNCTION ddx_schedule_step(name text, lr float8, step_size int, gamma float8, steps int) RETURNS regclass
 LANGUAGE sql AS $$
-  SELECT @extschema@.ddx_schedule_table($1, ARRAY(SELECT $2 * $4 ^ (it / $3) FROM generate_series(0, $5 - 1) it ORDER BY it))
+  SELECT _ddx.schedule_table($1, ARRAY(SELECT $2 * $4 ^ (it / $3) FROM generate_series(0, $5 - 1) it ORDER BY it))
 $$;
 
 CREATE FUNCTION ddx_schedule_exponential(name text, lr float8, gamma float8, steps int) RETURNS regclass
 LANGUAGE sql AS $$
-  SELECT @extschema@.ddx_schedule_table($1, ARRAY(SELECT $2 * $3 ^ it FROM generate_series(0, $4 - 1) it ORDER BY it))
+  SELECT _ddx.schedule_table($1, ARRAY(SELECT $2 * $3 ^ it FROM generate_series(0, $4 - 1) it ORDER BY it))
 $$;
 
 -- --- training runs ---------------------------------------------------------
@@ -1322,7 +1323,7 @@ BEGIN
     SELECT prog FROM (
       SELECT replace(m[1], '''''', '''') AS prog, min(o.n) AS first
         FROM jsonb_path_query(plan, 'strict $.**.Output[*]') WITH ORDINALITY o(v, n),
-             regexp_matches(o.v #>> '{}', 'ddx_grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
+             regexp_matches(o.v #>> '{}', '_ddx\.grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
        GROUP BY 1) q
      ORDER BY first;
 END $$;

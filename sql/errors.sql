@@ -47,7 +47,8 @@ SELECT grad('loss', val) FROM w;   -- a GROUP BY key that depends on the paramet
 WITH loss AS (SELECT sum(g.k * g.s) FROM (SELECT w.val AS k, sum(x.val) s FROM w JOIN x ON w.f = x.f GROUP BY w.val) g)
 SELECT grad('loss', val) FROM w;   -- ... and is used
 \echo :LAST_ERROR_SQLSTATE
-WITH loss AS (SELECT stddev(val) FROM w) SELECT grad('loss', val) FROM w;
+CREATE AGGREGATE fsum(float8) (SFUNC = float8pl, STYPE = float8);
+WITH loss AS (SELECT fsum(val) FROM w) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE
 WITH loss AS (SELECT sum(round(val)) FROM w) SELECT grad('loss', val) FROM w;
 \echo :LAST_ERROR_SQLSTATE

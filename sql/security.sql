@@ -27,8 +27,12 @@ SET search_path = evil, pg_catalog, security, public;
 WITH loss AS (SELECT pg_catalog.sum(pg_catalog.exp(val) OPERATOR(pg_catalog.*) val
                                     OPERATOR(pg_catalog.+) pg_catalog.sin(val)) AS l FROM security.p)
 SELECT k, round(grad('loss', val)::numeric, 12) FROM security.p ORDER BY k;
--- unqualified, the user's query calls evil.exp: a function without a rule
+-- unqualified, the user's query calls evil.exp, an SQL function that
+-- PostgreSQL inlines: ddx differentiates what it computes, the constant 0
 WITH loss AS (SELECT pg_catalog.sum(exp(val)) AS l FROM security.p) SELECT grad('loss', val) FROM security.p;
+-- and evil.tanh, a plpgsql function that ddx cannot see into: no rule
+CREATE FUNCTION evil.tanh(x float8) RETURNS float8 IMMUTABLE LANGUAGE plpgsql AS 'BEGIN RETURN 42; END';
+WITH loss AS (SELECT pg_catalog.sum(tanh(val)) AS l FROM security.p) SELECT grad('loss', val) FROM security.p;
 \echo :LAST_ERROR_SQLSTATE
 SET search_path = security, public;
 -- closed form: (1 + x) e^x + cos x

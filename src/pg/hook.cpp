@@ -71,15 +71,18 @@ struct DdxOids {
   Oid vjp;
   Oid value;
   Oid grad_at;
-  Oid grad_at_params;  // ddx_grad_at(..., VARIADIC "any"): a program with statement parameters
-  Oid grad_key;        // ddx_grad_key(text, int4, oid, text, bool): a row identified by primary key
+  Oid grad_at_params;  // _ddx.grad_at(..., VARIADIC "any"): a program with statement parameters
+  Oid grad_key;        // _ddx.grad_key(text, int4, oid, text, bool): a row identified by primary key
   Oid grad_key_params;
   Oid jvp;       // jvp(out.col, VARIADIC text[]): forward mode
   Oid hvp;       // hvp(loss, t.col, VARIADIC text[]): H·v, the gradient of a jvp
-  Oid jvp_at;    // ddx_jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
-  Oid jvp_rows;  // ddx_jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
+  Oid jvp_at;    // _ddx.jvp_at(float8): what a jvp call becomes (the tangent column, as it is)
+  Oid jvp_rows;  // _ddx.jvp_rows(text [, VARIADIC "any"]): the output's rows with their tangents
   Oid jvp_rows_params;
   Oid stop[2];
+  // ddx_stop_gradient's schema-qualified name, for hvp's tangent query
+  // (BuildTangentSql): plain bytes, no destructor in a global
+  char stop_sql[2 * NAMEDATALEN + 8];
 };
 DdxOids oids;
 
@@ -113,24 +116,25 @@ bool LookupOids() {
       Oid any3[3] = {ANYOID, ANYOID, ANYOID};
       o.vjp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("vjp"))), 3, any3, true);
       o.value = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_value"))), 1, any2, true);
-      o.grad_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 5, at, true);
+      o.grad_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 5, at, true);
       Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
-      o.grad_at_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_at"))), 6, atp, true);
+      o.grad_at_params = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 6, atp, true);
       Oid key[5] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID};
-      o.grad_key = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_key"))), 5, key, true);
+      o.grad_key = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 5, key, true);
       Oid keyp[6] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID, ANYOID};
       o.grad_key_params =
-          LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_grad_key"))), 6, keyp, true);
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 6, keyp, true);
       Oid jv[2] = {ANYOID, TEXTARRAYOID};
       o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
       Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};
-      o.jvp_rows = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 1, t1, true);
-      o.jvp_rows_params = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_rows"))), 2, t2, true);
+      o.jvp_rows = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 1, t1, true);
+      o.jvp_rows_params = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 2, t2, true);
       Oid hv[3] = {ANYOID, ANYOID, TEXTARRAYOID};
       o.hvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("hvp"))), 3, hv, true);
-      o.jvp_at = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_jvp_at"))), 1, f8, true);
+      o.jvp_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_at"))), 1, f8, true);
       o.stop[0] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("stop_gradient"))), 1, f8, true);
       o.stop[1] = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_stop_gradient"))), 1, f8, true);
+      snprintf(o.stop_sql, sizeof o.stop_sql, "%s", quote_qualified_identifier(nsp, "ddx_stop_gradient"));
     }
   }
   o.present = OidIsValid(o.grad) && OidIsValid(o.grad_at) && OidIsValid(o.grad_at_params);
@@ -649,13 +653,12 @@ bool RestoreParams(Node *node, void *ctx) {
   return expression_tree_walker(node, (bool (*)())RestoreParams, ctx);
 }
 
-// The analyzed query of `sql` (names resolved under pg_catalog first, as
-// the runner runs programs), with `params` as its $1 ....
+// The analyzed query of `sql` (names resolved as the runner resolves a
+// program's: SetProgramSearchPath), with `params` as its $1 ....
 Query *AnalyzeTangentSql(const std::string &sql, const std::vector<Param *> &params) {
   return PgCall([&] {
     int nest = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                            false);
+    SetProgramSearchPath();
     char *text = pstrdup(sql.c_str());
     List *raw = raw_parser(text, RAW_PARSE_DEFAULT);
     Oid *types = (Oid *)palloc(sizeof(Oid) * Max(params.size(), 1));
@@ -722,7 +725,7 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
     CommonTableExpr *out_cte = rte->rtekind == RTE_CTE ? CteOf(first.stack, out.level, rte, owner) : nullptr;
     PgCall([&] {
       if (out_cte) out_cte->cterefcount--;
-      // the output's range table entry becomes ddx_jvp_rows(query, params ...)
+      // the output's range table entry becomes _ddx.jvp_rows(query, params ...)
       // AS (its columns, their tangents)
       Const *text = makeConst(TEXTOID, -1, InvalidOid, -1, CStringGetTextDatum(sql.c_str()), false, false);
       List *args = list_make1(text);
@@ -984,6 +987,40 @@ void RefuseDistributedWrite(const GradCall &call) {
   }
 }
 
+// The refusal of a parameter whose table the loss of group `g` never reads
+// (read[p] false): its derivative would be zero, and where the loss calls a
+// function ddx cannot see into (`opaque`), the table may be read in there,
+// so that zero would be wrong. Each refusal at the position of the first call
+// that asks for it.
+void RefuseUnread(const std::vector<GradCall> &calls, int g, const std::vector<ParamTarget> &params,
+                  const std::vector<bool> &read, const std::vector<std::string> &opaque) {
+  for (size_t p = 0; p < params.size(); p++) {
+    if (read[p]) continue;
+    int position = -1;
+    for (const GradCall &call : calls)
+      if (call.group == g && call.pidx == static_cast<int>(p) && position < 0) position = call.fe->location;
+    std::string table = Str(PgCall([&] {
+      return quote_qualified_identifier(get_namespace_name(get_rel_namespace(params[p].relid)),
+                                        get_rel_name(params[p].relid));
+    }));
+    if (!opaque.empty()) {
+      std::string fns;
+      for (size_t i = 0; i < opaque.size(); i++) fns += (i ? ", " : "") + opaque[i];
+      throw Error(sqlstate::kFeatureNotSupported, "ddx cannot see into " + opaque[0] + ", which the loss calls",
+                  "The loss reads table " + table + " nowhere else, so it could reach " + params[p].attname +
+                      " only inside what ddx cannot differentiate (" + fns + "), whose part of the loss would get no "
+                      "gradient.",
+                  "Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one "
+                  "SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).",
+                  position);
+    }
+    throw Error(sqlstate::kInvalidParameterValue, "the loss does not read table " + table,
+                "Column " + params[p].attname + " of " + table +
+                    " is not a parameter of this loss: its derivative would be zero for every row.",
+                "Ask for the gradient of a column of a table that the loss reads.", position);
+  }
+}
+
 void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
   Collector c;
   PgCall([&] { Collect((Node *)query, &c); });
@@ -1042,7 +1079,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
           throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number");
         std::vector<Tangent> tangents = PairTangents(first->fe, first->stack, static_cast<int>(first->stack.size()) - 1,
                                                      scopes, ref.hvp, tparams, stop_oids);
-        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate), tf.ExternParams());
+        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate, oids.stop_sql), tf.ExternParams());
         RelP rel = tr.TranslateQuery(sub, nullptr);  // (c0, t0): the loss and its tangent
         auto t0 = std::make_shared<ddx::Expr>();
         t0->kind = ExprKind::Col;
@@ -1062,6 +1099,7 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
                     loss->cols.size() != 1 ? "The loss has " + std::to_string(loss->cols.size()) + " columns."
                                            : "The loss column is of type " + loss->cols[0].sql + ".",
                     "Compute the loss as a single float8 or numeric value, e.g. SELECT avg(...) AS l.");
+      RefuseUnread(c.calls, static_cast<int>(g), params[g], ParamsRead(loss, params[g].size()), tr.OpaqueFunctions());
       bool node = ContractionInPrograms();
       programs[g] = BuildGradientProgram(loss, CitusPlacement::Gathered, node).sql;
       if (ReadsCitusData(loss))
@@ -1169,6 +1207,14 @@ void PostParseAnalyze(ParseState *pstate, Query *query, JumbleState *jstate) {
 }
 
 }  // namespace
+
+int StopGradientOids(Oid out[2]) {
+  int n = 0;
+  if (!LookupOids()) return 0;
+  for (Oid o : oids.stop)
+    if (OidIsValid(o)) out[n++] = o;
+  return n;
+}
 
 void InstallHook() {
   prev_post_parse_analyze_hook = post_parse_analyze_hook;

@@ -1,6 +1,6 @@
 // The runner: executes a gradient program and serves each row's gradient.
 //
-// ddx_grad_at(program, pidx, tableoid, ctid, value_is_null [, p1, ...]) is
+// _ddx.grad_at(program, pidx, tableoid, ctid, value_is_null [, p1, ...]) is
 // what grad() becomes after the hook; p1 ... are the values of the statement
 // parameters the loss reads, the program's $1 .... On its first call in an execution it runs the
 // program (one read-only SPI statement under the statement's own snapshot)
@@ -21,11 +21,14 @@
 //
 // Why jit = off: see RunProgram.
 //
-// Why search_path = pg_catalog, pg_temp while the program runs: the emitted SQL
-// names built-in functions and operators unqualified; user objects are always
-// schema-qualified. Nothing planted on the user's search_path can change what
-// the program computes. Plans are prepared once per session (SPI_keepplan)
-// under that same setting, so plancache's search_path check keeps them valid.
+// Why search_path = pg_catalog, then the caller's path, while the program
+// runs (SetProgramSearchPath): the emitted SQL names built-in functions and
+// operators unqualified and user objects schema-qualified, so nothing planted
+// on the user's search_path changes what the program's own text computes;
+// the user functions it calls resolve the names in their bodies as they do
+// in the caller's statement. Plans are prepared once per session
+// (SPI_keepplan); plancache re-plans a kept plan where the path differs from
+// the one it was planned under.
 //
 // Why an error inside a program is rethrown with its context rewritten: SPI
 // adds the statement as a CONTEXT line ("SQL statement \"WITH f1 AS ...\""),
@@ -46,6 +49,7 @@ extern "C" {
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
@@ -390,8 +394,7 @@ int ExecuteProgram(const char *sql, const ExecResult *p) {
 // nest level to restore with AtEOXact_GUC.
 int ProgramSettings() {
   int nest = NewGUCNestLevel();
-  (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
+  ddx::pg::SetProgramSearchPath();
   // A program of many CTEs looks expensive to the planner, and JIT
   // compilation of it cost 1.2 s against a 5 ms run (measured).
   (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
@@ -620,7 +623,7 @@ Datum ddx_grad_at(PG_FUNCTION_ARGS) {
   PG_RETURN_FLOAT8(e ? e->g : 0.0);
 }
 
-// ddx_grad_key(program, pidx, table, key, value_is_null [, p1, ...]): grad
+// _ddx.grad_key(program, pidx, table, key, value_is_null [, p1, ...]): grad
 // of a row that the program identifies by primary key (a Citus table's:
 // key is ROW(key columns in attribute order)::text, as in the program).
 Datum ddx_grad_key(PG_FUNCTION_ARGS) {
@@ -638,7 +641,7 @@ Datum ddx_grad_key(PG_FUNCTION_ARGS) {
 
 Datum ddx_stop_gradient(PG_FUNCTION_ARGS) { PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0)); }
 
-// ddx_jvp_rows(query [, p1, ...]): the rows of jvp's tangent query (an
+// _ddx.jvp_rows(query [, p1, ...]): the rows of jvp's tangent query (an
 // output relation's rows with their tangents), which the hook puts in place
 // of the output's range table entry. It runs as a program does: one
 // read-only SPI statement under the caller's snapshot, prepared once per
@@ -648,7 +651,7 @@ Datum ddx_stop_gradient(PG_FUNCTION_ARGS) { PG_RETURN_FLOAT8(PG_GETARG_FLOAT8(0)
 Datum ddx_jvp_rows(PG_FUNCTION_ARGS) {
   ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
   if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize) || !rsinfo->expectedDesc)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("ddx_jvp_rows must be called in FROM")));
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("_ddx.jvp_rows must be called in FROM")));
   char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
   ExecResult params;
   memset(&params, 0, sizeof params);
@@ -766,6 +769,13 @@ Datum ddx_explain_program(PG_FUNCTION_ARGS) {
 }  // extern "C"
 
 namespace ddx::pg {
+
+void SetProgramSearchPath() {
+  const char *path = namespace_search_path ? namespace_search_path : "";
+  char *full = psprintf("pg_catalog%s%s", *path ? ", " : "", path);
+  (void)set_config_option("search_path", full, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  pfree(full);
+}
 
 void DefineRunnerSettings() {
   DefineCustomBoolVariable("ddx.show_sql", "Shows the generated SQL in the context of errors raised inside it.",

@@ -12,6 +12,7 @@ extern "C" {
 #include "access/table.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
@@ -22,6 +23,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
@@ -38,6 +41,32 @@ namespace ddx::pg {
 
 using ColMap = std::map<std::pair<int, int>, int>;
 
+// var_pop, var_samp and the stddevs are computed from their group's mean:
+// Σ (x - mean)² over the rows, divided by n (Population) or n - 1 (Sample),
+// so that their derivatives are those of the two-pass formula (exact, where
+// Σ x² - (Σ x)² / n cancels).
+enum class Spread { None, Population, Sample };
+
+// An aggregate call of a grouped query, planned: its function, its argument
+// over the rows (nullptr: count(*)), its type.
+struct Translator::AggPlan {
+  std::string fn;
+  ExprP arg;
+  Type type;
+  Spread spread = Spread::None;
+  bool root = false;  // a standard deviation: the square root of the variance
+};
+
+// An aggregate call's value after aggregation: column `col` of the
+// aggregate; for a variance, Σ (x - mean)² there (col) and the count.
+struct AggOut {
+  int col = -1;
+  int count = -1;
+  Spread form = Spread::None;
+  bool root = false;
+  Type type;
+};
+
 // The context an expression is translated in.
 struct Translator::Ctx {
   const ColMap *map = nullptr;  // (varno, varattno) -> column, for Vars of this level
@@ -49,7 +78,7 @@ struct Translator::Ctx {
   // become columns; nothing else may reference the input.
   const std::vector<Node *> *group_exprs = nullptr;
   const std::vector<Node *> *aggrefs = nullptr;
-  int agg_base = 0;
+  const std::vector<AggOut> *agg_outs = nullptr;  // per aggref: its value over the aggregate's columns
   const std::map<const SubLink *, int> *scalars = nullptr;     // scalar sublink -> column
   const std::map<const WindowFunc *, int> *windows = nullptr;  // window function -> column
   const std::vector<ExprP> *sublink_params = nullptr;          // PARAM_SUBLINK id-1 -> value
@@ -124,6 +153,8 @@ struct FuncInfo {
   bool is_volatile = false;
   bool retset = false;
   bool strict = false;
+  bool sql = false;      // LANGUAGE sql: PostgreSQL may inline it
+  bool builtin = false;  // of pg_catalog
 };
 
 FuncInfo Func(Oid funcid) {
@@ -135,9 +166,11 @@ FuncInfo Func(Oid funcid) {
     char vol;
     bool retset;
     bool strict;
+    bool sql;
+    bool builtin;
   };
   Raw raw = PgCall([&] {
-    Raw r{nullptr, nullptr, nullptr, 'v', false, false};
+    Raw r{nullptr, nullptr, nullptr, 'v', false, false, false, false};
     HeapTuple tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
     if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for function %u", funcid);
     Form_pg_proc p = (Form_pg_proc)GETSTRUCT(tp);
@@ -146,6 +179,8 @@ FuncInfo Func(Oid funcid) {
     r.vol = p->provolatile;
     r.retset = p->proretset;
     r.strict = p->proisstrict;
+    r.sql = p->prolang == SQLlanguageId;
+    r.builtin = p->pronamespace == PG_CATALOG_NAMESPACE;
     if (p->pronamespace == PG_CATALOG_NAMESPACE && p->prolang == INTERNALlanguageId) {
       bool isnull;
       Datum src = SysCacheGetAttr(PROCOID, tp, Anum_pg_proc_prosrc, &isnull);
@@ -160,7 +195,89 @@ FuncInfo Func(Oid funcid) {
   fi.is_volatile = raw.vol == PROVOLATILE_VOLATILE;
   fi.retset = raw.retset;
   fi.strict = raw.strict;
+  fi.sql = raw.sql;
+  fi.builtin = raw.builtin;
   return fi;
+}
+
+// --- inlining SQL functions, as PostgreSQL inlines them -------------------
+//
+// A call of an SQL function that PostgreSQL would inline computes exactly its
+// body, so ddx differentiates the body. Whether it inlines is PostgreSQL's
+// own decision (inline_function: one SELECT of one expression, no FROM, not
+// SECURITY DEFINER, no SET, no more volatile than declared, strict only over
+// strict constructs that use every argument), asked by running
+// eval_const_expressions on the call with a stand-in Param per argument: the
+// stand-ins are cheap and stable, so PostgreSQL's limits on arguments used
+// twice (their cost, their volatility) do not apply; those limits protect
+// execution time, not the value, which a non-volatile body computes either
+// way (a volatile argument is refused on the gradient path anyway). The
+// stand-ins are then replaced by the argument nodes themselves, not copies:
+// the translator finds a Query's scalar subqueries and window functions by
+// node, and its aggregates and group keys by equal().
+
+// PARAM_EXEC ids of the stand-ins (no Query of a loss holds PARAM_EXEC
+// Params: they appear only in plans).
+constexpr int kStandIn = 0x7DD00000;
+
+Node *PutArgsBack(Node *node, List *args) {
+  if (!node) return nullptr;
+  if (IsA(node, Param)) {
+    auto *p = castNode(Param, node);
+    if (p->paramkind == PARAM_EXEC && p->paramid >= kStandIn && p->paramid < kStandIn + list_length(args))
+      return (Node *)list_nth(args, p->paramid - kStandIn);
+  }
+  return expression_tree_mutator(node, (Node * (*)()) PutArgsBack, (void *)args);
+}
+
+// The body of the call funcid(args) as PostgreSQL inlines it, over the
+// argument nodes; nullptr where PostgreSQL would not inline it.
+Node *InlinedBody(Oid funcid, Oid rettype, Oid retcoll, Oid inputcoll, List *args, bool variadic) {
+  return PgCall([&]() -> Node * {
+    List *stand_ins = NIL, *inner = NIL;
+    int i = 0;
+    ListCell *lc;
+    foreach (lc, args) {
+      Node *a = (Node *)lfirst(lc);
+      Node *value = IsA(a, NamedArgExpr) ? (Node *)castNode(NamedArgExpr, a)->arg : a;
+      Param *p = makeNode(Param);
+      p->paramkind = PARAM_EXEC;
+      p->paramid = kStandIn + i++;
+      p->paramtype = exprType(value);
+      p->paramtypmod = exprTypmod(value);
+      p->paramcollid = exprCollation(value);
+      p->location = -1;
+      Node *s = (Node *)p;
+      if (IsA(a, NamedArgExpr)) {
+        auto *na = (NamedArgExpr *)copyObjectImpl(a);
+        na->arg = (::Expr *)p;
+        s = (Node *)na;
+      }
+      stand_ins = lappend(stand_ins, s);
+      inner = lappend(inner, value);
+    }
+    FuncExpr *call = makeFuncExpr(funcid, rettype, stand_ins, retcoll, inputcoll, COERCE_EXPLICIT_CALL);
+    call->funcvariadic = variadic;
+    Node *out = eval_const_expressions(nullptr, (Node *)call);
+    if (IsA(out, FuncExpr) && castNode(FuncExpr, out)->funcid == funcid) return nullptr;
+    return PutArgsBack(out, inner);
+  });
+}
+
+// The Query a set-returning SQL function in FROM is, as PostgreSQL inlines
+// it (inline_set_returning_function, whose rules it applies: one SELECT, the
+// function STABLE or IMMUTABLE, not STRICT, not SECURITY DEFINER, no SET, no
+// volatile or subquery argument), or nullptr. It plans nothing: the
+// PlannerInfo is the little it reads (where it records the function as a
+// dependency of a plan).
+Query *InlinedSetReturning(RangeTblEntry *rte) {
+  return PgCall([&]() -> Query * {
+    PlannerInfo *root = makeNode(PlannerInfo);
+    root->glob = makeNode(PlannerGlobal);
+    root->query_level = 1;
+    root->planner_cxt = CurrentMemoryContext;
+    return inline_set_returning_function(root, rte);
+  });
 }
 
 // The derivative rule of a pg_catalog built-in, by its C symbol; "" if none.
@@ -203,6 +320,8 @@ const char *RuleOf(const std::string &internal) {
       {"numeric_sqrt", "sqrt"},
       {"dpow", "pow"},
       {"numeric_power", "pow"},
+      {"dsign", "sign"},
+      {"numeric_sign", "sign"},
       {"float4abs", "abs"},
       {"float8abs", "abs"},
       {"numeric_abs", "abs"},
@@ -308,6 +427,52 @@ ExprP MakeCall(std::string rule, std::vector<ExprP> args, Type t) {
 }
 
 const Type kBool{"pg_catalog.bool", false};
+const Type kFloat8{"pg_catalog.float8", true};
+
+ExprP NullOf(const Type &t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Const;
+  e->type = t;
+  e->text = "NULL::" + t.sql;
+  return e;
+}
+
+// An aggregate's argument under FILTER (WHERE cond): CASE WHEN cond THEN arg
+// END, which every aggregate ddx differentiates skips where it is NULL
+// (count(*) FILTER counts CASE WHEN cond THEN 1 END).
+ExprP Filtered(const ExprP &cond, const ExprP &arg) {
+  ExprP value = arg;
+  if (!value) {
+    auto one = std::make_shared<Expr>();
+    one->kind = ExprKind::Const;
+    one->type = Type{"pg_catalog.int4", false};
+    one->text = "1";
+    value = one;
+  }
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Case;
+  e->type = value->type;
+  e->args = {cond, value, NullOf(value->type)};
+  return e;
+}
+
+// The value of an aggregate call after aggregation (see AggOut), its
+// columns on `side`.
+ExprP AggValue(const AggOut &o, int side) {
+  if (o.form == Spread::None) return MakeCol(o.col, side, o.type);
+  ExprP var = MakeCol(o.col, side, kFloat8);
+  if (o.form == Spread::Sample) {  // Σ / (n - 1), NULL for fewer than two values
+    ExprP n = MakeCol(o.count, side, Type{"pg_catalog.int8", false});
+    auto v = std::make_shared<Expr>();
+    v->kind = ExprKind::Case;
+    v->type = kFloat8;
+    v->args = {MakeOpaque("($1 > 1)", ">", {n}, kBool),
+               MakeCall("div", {var, MakeOpaque("CAST(($1 - 1) AS pg_catalog.float8)", "-", {n}, kFloat8)}, kFloat8),
+               NullOf(kFloat8)};
+    var = v;
+  }
+  return o.root ? MakeCall("sqrt", {var}, kFloat8) : var;
+}
 
 std::string Placeholders(size_t n) {
   std::string s;
@@ -549,7 +714,7 @@ Translator::Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gr
 // The SQL of a statement parameter in the program: its own $k, typed, k
 // numbering the distinct parameters in order of first use. The runner binds
 // $k to the value the statement's execution has for the parameter (the hook
-// passes the Param itself to ddx_grad_at), so a cached or generic plan
+// passes the Param itself to _ddx.grad_at), so a cached or generic plan
 // differentiates with each execution's values.
 std::string Translator::ProgramParam(Param *p) {
   size_t k = 0;
@@ -559,6 +724,33 @@ std::string Translator::ProgramParam(Param *p) {
   else if (extern_params_[k]->paramtype != p->paramtype)
     Refuse("parameter $" + std::to_string(p->paramid) + " of two types in the loss");
   return "($" + std::to_string(k + 1) + "::" + TypeSql(p->paramtype, p->paramtypmod) + ")";
+}
+
+void Translator::NoteOpaque(const std::string &name) {
+  // (ddx's own helpers, which jvp's and hvp's queries call, read no table)
+  if (name.rfind("_ddx.", 0) == 0 || name.rfind("aggregate _ddx.", 0) == 0) return;
+  if (std::find(opaque_.begin(), opaque_.end(), name) == opaque_.end()) opaque_.push_back(name);
+}
+
+// The translated body of an SQL function's call, where PostgreSQL would
+// inline it (see InlinedBody); nullptr otherwise. A function whose body is
+// being translated is not inlined again inside it (a recursive function
+// stays a call, as PostgreSQL leaves it).
+ExprP Translator::Inlined(Oid funcid, Oid rettype, Oid retcoll, Oid inputcoll, List *args, bool variadic,
+                          const Ctx &c) {
+  if (std::find(inlining_.begin(), inlining_.end(), funcid) != inlining_.end()) return nullptr;
+  Node *body = InlinedBody(funcid, rettype, retcoll, inputcoll, args, variadic);
+  if (!body) return nullptr;
+  inlining_.push_back(funcid);
+  ExprP e;
+  try {
+    e = Expr(body, c);
+  } catch (...) {
+    inlining_.pop_back();
+    throw;
+  }
+  inlining_.pop_back();
+  return e;
 }
 
 RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
@@ -861,6 +1053,24 @@ RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std:
       break;
     }
     case RTE_FUNCTION: {
+      // a set-returning SQL function that PostgreSQL inlines is its query
+      if (list_length(rte->functions) == 1 && !rte->funcordinality &&
+          IsA(linitial_node(RangeTblFunction, rte->functions)->funcexpr, FuncExpr)) {
+        Oid fid = castNode(FuncExpr, linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid;
+        Query *sub = std::find(inlining_.begin(), inlining_.end(), fid) == inlining_.end() ? InlinedSetReturning(rte)
+                                                                                             : nullptr;
+        if (sub) {
+          inlining_.push_back(fid);
+          try {
+            r = TranslateQuery(sub, scope);
+          } catch (...) {
+            inlining_.pop_back();
+            throw;
+          }
+          inlining_.pop_back();
+          break;
+        }
+      }
       if (list_length(rte->functions) != 1 || rte->funcordinality)
         Refuse("function in FROM of the loss",
                "Only a single set-returning function of one column, without ORDINALITY.");
@@ -1112,6 +1322,14 @@ SortKey TranslateSortKey(SortGroupClause *sgc, int col) {
 
 }  // namespace
 
+// A window call's first argument over the rows (nullptr: count(*)), with
+// its FILTER (WHERE ...) made part of it (see Filtered).
+ExprP Translator::WindowArg(WindowFunc *f, const Ctx &c) {
+  ExprP arg = !f->winstar && list_length(f->args) >= 1 ? Expr((Node *)linitial(f->args), c) : nullptr;
+  if (f->aggfilter) arg = Filtered(Expr((Node *)f->aggfilter, c), arg);
+  return arg;
+}
+
 RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out) {
   std::vector<WindowFunc *> funcs;
   ListCell *lc;
@@ -1132,7 +1350,7 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
       bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
       const AggRule *rule = FindAggRule(fi.name);
       bool known = builtin && rule && (f->winagg ? rule->aggregate : !rule->aggregate);
-      if (!known || f->aggfilter)
+      if (!known || (f->aggfilter && !f->winagg))
         Refuse("window function " + fi.name + " in the loss",
                "ddx differentiates sum, avg, count, min and max over a window, lag and lead, and row_number, rank "
                "and dense_rank as filters.");
@@ -1156,9 +1374,10 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
       for (size_t i = 0; i < mine.size(); i++) {
         AggCall call;
         call.fn = infos[i].name;
-        if (!mine[i]->winstar) {
+        if (ExprP arg = WindowArg(mine[i], c)) {
+          if (mine[i]->winstar) call.fn = "count";  // count(*) FILTER (...)
           call.arg = static_cast<int>(pre.size());
-          pre.push_back(Expr((Node *)linitial(mine[i]->args), c));
+          pre.push_back(arg);
         }
         agg->aggs.push_back(call);
         agg->cols.push_back(MakeType(mine[i]->wintype, -1));
@@ -1192,7 +1411,7 @@ RelP Translator::JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const Wi
       WinCall call;
       call.fn = infos[i].name;
       int nargs = list_length(f->args);
-      if (!f->winstar && nargs >= 1) call.arg = add(Expr((Node *)linitial(f->args), c));
+      if (ExprP arg = WindowArg(f, c)) call.arg = add(arg);
       if (nargs >= 2) call.offset = OffsetSql((Node *)lsecond(f->args));
       if (nargs >= 3) call.dflt = add(Expr((Node *)lthird(f->args), c));
       w->wins.push_back(call);
@@ -1264,25 +1483,63 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
       CollectAggrefs(q->havingQual, &aggrefs);
       std::vector<ExprP> pre_exprs;
       for (Node *g : groups) pre_exprs.push_back(Expr(g, c));
+      std::vector<AggPlan> plans;
+      for (Node *n : aggrefs) plans.push_back(PlanAggregate(castNode(Aggref, n), c));
+      // var_* and stddev_* read their group's mean, joined to each row first
+      // (the group's avg, as a whole-partition window is)
+      std::vector<int> mean_col(plans.size(), -1);
+      RelP means = NewRel(RelKind::Aggregate);
+      means->nkeys = static_cast<int>(groups.size());
+      std::vector<ExprP> means_in(pre_exprs.begin(), pre_exprs.end());
+      for (Node *g : groups) means->cols.push_back(ExprTypeOf(g));
+      for (size_t i = 0; i < plans.size(); i++) {
+        if (plans[i].spread == Spread::None) continue;
+        mean_col[i] = static_cast<int>(rel->cols.size() + means->cols.size());
+        means->aggs.push_back(AggCall{"avg", static_cast<int>(means_in.size())});
+        means_in.push_back(plans[i].arg);
+        means->cols.push_back(kFloat8);
+      }
+      if (!means->aggs.empty()) {
+        means->inputs = {MakeProject(rel, means_in)};
+        int nrel = static_cast<int>(rel->cols.size());
+        std::vector<ExprP> on;
+        for (int k = 0; k < means->nkeys; k++) on.push_back(NullSafeEquals(pre_exprs[k], MakeCol(nrel + k, 0, means->cols[k])));
+        rel = MakeJoin(rel, means, JoinKind::Inner, AndAll(on));
+      }
       RelP agg = NewRel(RelKind::Aggregate);
       agg->nkeys = static_cast<int>(groups.size());
       for (Node *g : groups) agg->cols.push_back(ExprTypeOf(g));
-      for (Node *n : aggrefs) {
-        auto *ar = castNode(Aggref, n);
-        FuncInfo fi = Func(ar->aggfnoid);
-        if (ar->agglevelsup > 0) Refuse("outer-level aggregate in the loss");
-        if (ar->aggdistinct || ar->aggorder || ar->aggfilter || ar->aggkind != AGGKIND_NORMAL)
-          Refuse("aggregate " + fi.name + " with DISTINCT, ORDER BY, FILTER or WITHIN GROUP in the loss");
-        AggCall call;
-        bool builtin = fi.qualified.rfind("pg_catalog.", 0) == 0;
-        call.fn = builtin && IsAggregateName(fi.name) ? fi.name : fi.qualified;
-        if (!ar->aggstar) {
-          if (list_length(ar->args) != 1) Refuse("aggregate " + fi.name + " of several arguments in the loss");
+      std::vector<AggOut> outs;
+      auto add = [&](const std::string &fn, const ExprP &arg, const Type &t) {
+        AggCall call{fn, -1};
+        if (arg) {
           call.arg = static_cast<int>(pre_exprs.size());
-          pre_exprs.push_back(Expr((Node *)linitial_node(TargetEntry, ar->args)->expr, c));
+          pre_exprs.push_back(arg);
         }
         agg->aggs.push_back(call);
-        agg->cols.push_back(MakeType(ar->aggtype, -1));
+        agg->cols.push_back(t);
+        return static_cast<int>(agg->cols.size()) - 1;
+      };
+      for (size_t i = 0; i < plans.size(); i++) {
+        const AggPlan &pl = plans[i];
+        AggOut o;
+        o.type = pl.type;
+        if (pl.spread == Spread::None) {
+          o.col = add(pl.fn, pl.arg, pl.type);
+        } else {
+          // Σ (x - mean)² over the group's rows where x is not NULL
+          ExprP dev = MakeCall("sub", {pl.arg, MakeCol(mean_col[i], 0, kFloat8)}, kFloat8);
+          ExprP sq = MakeCall("mul", {dev, dev}, kFloat8);
+          o.form = pl.spread;
+          o.root = pl.root;
+          if (pl.spread == Spread::Population) {
+            o.col = add("avg", sq, kFloat8);
+          } else {
+            o.col = add("sum", sq, kFloat8);
+            o.count = add("count", pl.arg, Type{"pg_catalog.int8", false});
+          }
+        }
+        outs.push_back(o);
       }
       agg->inputs = {MakeProject(rel, pre_exprs)};
       std::map<const SubLink *, int> post;
@@ -1292,7 +1549,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
       pc.scope = &scope;
       pc.group_exprs = &groups;
       pc.aggrefs = &aggrefs;
-      pc.agg_base = agg->nkeys;
+      pc.agg_outs = &outs;
       pc.scalars = &post;
       if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
       // Windows run over the groups, after HAVING.
@@ -1418,6 +1675,43 @@ ExprP Translator::Sublink(SubLink *sl, const Ctx &c) {
   return e;
 }
 
+// An aggregate call of a grouped query (see AggPlan): FILTER becomes part of
+// its argument; var_*, stddev_* and their aliases over float4 or float8 are
+// spreads about the group's mean (see Spread).
+Translator::AggPlan Translator::PlanAggregate(Aggref *ar, const Ctx &c) {
+  FuncInfo fi = Func(ar->aggfnoid);
+  if (ar->agglevelsup > 0) Refuse("outer-level aggregate in the loss");
+  if (ar->aggdistinct || ar->aggorder || ar->aggkind != AGGKIND_NORMAL)
+    Refuse("aggregate " + fi.name + " with DISTINCT, ORDER BY or WITHIN GROUP in the loss");
+  AggPlan pl;
+  pl.type = MakeType(ar->aggtype, -1);
+  pl.fn = fi.builtin && IsAggregateName(fi.name) ? fi.name : fi.qualified;
+  if (!fi.builtin) NoteOpaque("aggregate " + fi.qualified + "()");
+  if (!ar->aggstar) {
+    if (list_length(ar->args) != 1) Refuse("aggregate " + fi.name + " of several arguments in the loss");
+    pl.arg = Expr((Node *)linitial_node(TargetEntry, ar->args)->expr, c);
+  }
+  if (ar->aggfilter) {
+    pl.arg = Filtered(Expr((Node *)ar->aggfilter, c), pl.arg);
+    if (ar->aggstar) pl.fn = "count";
+  }
+  static const struct {
+    const char *name;
+    Spread spread;
+    bool root;
+  } kSpreads[] = {{"var_pop", Spread::Population, false},     {"var_samp", Spread::Sample, false},
+                  {"variance", Spread::Sample, false},        {"stddev_pop", Spread::Population, true},
+                  {"stddev_samp", Spread::Sample, true},      {"stddev", Spread::Sample, true}};
+  bool floats = pl.arg && (pl.arg->type.sql == "pg_catalog.float8" || pl.arg->type.sql == "pg_catalog.float4");
+  for (const auto &k : kSpreads)
+    if (fi.builtin && floats && fi.name == k.name) {
+      pl.spread = k.spread;
+      pl.root = k.root;
+      if (pl.arg->type.sql == "pg_catalog.float4") pl.arg = MakeCall("cast", {pl.arg}, kFloat8);
+    }
+  return pl;
+}
+
 ExprP Translator::Expr(Node *n, const Ctx &c) {
   if (!n) throw Error(sqlstate::kInternalError, "ddx internal error: null expression");
   if (c.group_exprs) {
@@ -1425,7 +1719,7 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       if (equal(n, (*c.group_exprs)[i])) return MakeCol(static_cast<int>(i), c.side, ExprTypeOf(n));
     if (IsA(n, Aggref)) {
       for (size_t i = 0; i < c.aggrefs->size(); i++)
-        if (equal(n, (*c.aggrefs)[i])) return MakeCol(c.agg_base + static_cast<int>(i), c.side, ExprTypeOf(n));
+        if (equal(n, (*c.aggrefs)[i])) return AggValue((*c.agg_outs)[i], c.side);
       throw Error(sqlstate::kInternalError, "ddx internal error: aggregate not collected");
     }
   }
@@ -1488,19 +1782,24 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
     }
     case T_FuncExpr: {
       auto *f = castNode(FuncExpr, n);
+      Type t = ExprTypeOf(n);
+      bool stop = std::find(stop_oids_.begin(), stop_oids_.end(), f->funcid) != stop_oids_.end();
+      FuncInfo fi = Func(f->funcid);
+      if (!stop && fi.sql && !fi.retset)
+        if (ExprP body = Inlined(f->funcid, f->funcresulttype, f->funccollid, f->inputcollid, f->args,
+                                 f->funcvariadic, c))
+          return body;
       std::vector<ExprP> args;
       ListCell *lc;
       foreach (lc, f->args) args.push_back(Expr((Node *)lfirst(lc), c));
-      Type t = ExprTypeOf(n);
-      if (std::find(stop_oids_.begin(), stop_oids_.end(), f->funcid) != stop_oids_.end())
-        return MakeCall("stop_gradient", args, t);
-      FuncInfo fi = Func(f->funcid);
+      if (stop) return MakeCall("stop_gradient", args, t);
       if (f->funcvariadic) Refuse("VARIADIC call of " + fi.name + " in the loss");
       if (fi.retset && !(c.map == nullptr && c.group_exprs == nullptr))
         Refuse("set-returning function " + fi.name + " in an expression of the loss");
       const char *rule = RuleOf(fi.internal);
       if (*rule && t.differentiable) return MakeCall(rule, args, t);
-      std::string shown = fi.qualified.rfind("pg_catalog.", 0) == 0 ? fi.name : fi.qualified;
+      std::string shown = fi.builtin ? fi.name : fi.qualified;
+      if (!fi.builtin) NoteOpaque(shown + "()");
       auto e = MakeOpaque(fi.qualified + "(" + Placeholders(args.size()) + ")", shown, args, t, fi.is_volatile);
       return e;
     }
@@ -1509,13 +1808,17 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
     case T_NullIfExpr: {
       auto *o = (OpExpr *)n;
       PgCall([&] { set_opfuncid(o); });
+      Type t = ExprTypeOf(n);
+      FuncInfo fi = Func(o->opfuncid);
+      if (IsA(n, OpExpr) && fi.sql)  // an operator of a user's, made of an SQL function
+        if (ExprP body = Inlined(o->opfuncid, o->opresulttype, o->opcollid, o->inputcollid, o->args, false, c))
+          return body;
       std::vector<ExprP> args;
       ListCell *lc;
       foreach (lc, o->args) args.push_back(Expr((Node *)lfirst(lc), c));
-      Type t = ExprTypeOf(n);
       if (IsA(n, DistinctExpr)) return MakeOpaque("($1 IS DISTINCT FROM $2)", "IS DISTINCT FROM", args, kBool);
       if (IsA(n, NullIfExpr)) return MakeOpaque("NULLIF($1, $2)", "NULLIF", args, t);
-      FuncInfo fi = Func(o->opfuncid);
+      if (!fi.builtin) NoteOpaque("operator " + OperatorSql(o->opno) + " (" + fi.qualified + "())");
       const char *rule = RuleOf(fi.internal);
       if (*rule && t.differentiable) return MakeCall(rule, args, t);
       std::string op = OperatorSql(o->opno);
@@ -1628,6 +1931,18 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       foreach (lc, a->elements) args.push_back(Expr((Node *)lfirst(lc), c));
       Type t = ExprTypeOf(n);
       return MakeOpaque("CAST(ARRAY[" + Placeholders(args.size()) + "] AS " + t.sql + ")", "ARRAY", args, t);
+    }
+    case T_CollateExpr: {  // (also where PostgreSQL inlined a function of a collatable result)
+      auto *ce = castNode(CollateExpr, n);
+      std::string coll = Str(PgCall([&] {
+        HeapTuple tp = SearchSysCache1(COLLOID, ObjectIdGetDatum(ce->collOid));
+        if (!HeapTupleIsValid(tp)) elog(ERROR, "cache lookup failed for collation %u", ce->collOid);
+        auto *cf = (Form_pg_collation)GETSTRUCT(tp);
+        char *q = quote_qualified_identifier(get_namespace_name(cf->collnamespace), NameStr(cf->collname));
+        ReleaseSysCache(tp);
+        return q;
+      }));
+      return MakeOpaque("($1 COLLATE " + coll + ")", "COLLATE", {Expr((Node *)ce->arg, c)}, ExprTypeOf(n));
     }
     case T_Aggref:
       Refuse("aggregate in this position of the loss");

@@ -1,9 +1,14 @@
 // Query -> IR: builds the relational IR of a loss from PostgreSQL's analyzed
 // Query trees (phase "PostgreSQL in"). Views are expanded, CTEs resolved by
 // name and level, functions and operators resolved by OID: a function counts
-// as differentiable only when it is a built-in of pg_catalog whose C symbol is
-// in the rule map (translate.cpp); everything else is emitted as an opaque,
-// schema-qualified call that may not carry gradient.
+// as differentiable when it is a built-in of pg_catalog whose C symbol is in
+// the rule map (translate.cpp), or an SQL function that PostgreSQL would
+// inline (its body is translated in its place, by PostgreSQL's own inlining:
+// scalar ones through eval_const_expressions, set-returning ones in FROM
+// through inline_set_returning_function); everything else is emitted as an
+// opaque, schema-qualified call that may not carry gradient, and the
+// functions of users and extensions among them are recorded
+// (OpaqueFunctions), since a parameter table read inside one is invisible.
 //
 // Catalog calls go through PgCall, so a PostgreSQL error arrives here as a
 // ddx::Error; the caller reports it after the C++ frames are gone.
@@ -68,10 +73,18 @@ class Translator {
   // arguments) the translated relations read, in the order of the program's
   // own parameters: the program's $k is ExternParams()[k - 1].
   const std::vector<Param *> &ExternParams() const { return extern_params_; }
+  // The functions and aggregates outside pg_catalog that the translated
+  // relations call and ddx cannot see into (not inlined), as a user names
+  // them, in order of first call: what a parameter table may be read through
+  // without the loss reading it.
+  const std::vector<std::string> &OpaqueFunctions() const { return opaque_; }
 
   struct Ctx;
+  struct AggPlan;
 
  private:
+  AggPlan PlanAggregate(Aggref *ar, const Ctx &c);
+  ExprP WindowArg(WindowFunc *f, const Ctx &c);
   struct Rte;
   RelP FromList(Query *q, List *fromlist, Node *quals, const Scope *scope, std::map<std::pair<int, int>, int> &map);
   RelP JoinTreeItem(Query *q, Node *n, const Scope *scope, std::map<std::pair<int, int>, int> &map);
@@ -92,6 +105,10 @@ class Translator {
   std::map<Oid, RelP> views_;
   std::map<const SubLink *, RelP> scalars_;
   std::vector<Param *> extern_params_;
+  std::vector<std::string> opaque_;
+  std::vector<Oid> inlining_;  // SQL functions whose bodies are being translated (a recursive one is not again)
+  void NoteOpaque(const std::string &name);
+  ExprP Inlined(Oid funcid, Oid rettype, Oid retcoll, Oid inputcoll, List *args, bool variadic, const Ctx &c);
 };
 
 // The loss of vjp(out, cot, ...): Σ over the rows of out ⋈ cot (on the
