@@ -7,7 +7,8 @@ PGFILEDESC = "ddx - differentiable SQL"
 # The core: every file of src/core and src/core/ops (one per operator).
 CORE_SRCS = $(sort $(wildcard $(srcdir)/src/core/*.cpp $(srcdir)/src/core/ops/*.cpp))
 OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS)) \
-       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o src/pg/attained.o src/pg/contraction_node.o
+       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o src/pg/attained.o src/pg/contraction_node.o \
+       src/pg/loss_reads.o src/pg/sql_api.o
 
 PG_CPPFLAGS = -I$(srcdir)/include
 # -MMD -MP: each object's header dependencies (x.d beside x.o), included below,
@@ -17,7 +18,7 @@ SHLIB_LINK = -lstdc++
 
 # Every sql/*.sql must be listed here (scripts/test.sh checks it).
 REGRESS = grad_basic constructs scalars forms errors security vjp backward windows frames train runs params explain \
-          optim_fixture jvp contraction unique functions
+          optim_fixture jvp contraction unique functions guards
 REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
 
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.

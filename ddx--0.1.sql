@@ -2,7 +2,12 @@
 \echo Use "CREATE EXTENSION ddx" to load this file. \quit
 
 -- ddx's own schema (see "ddx's own schema _ddx" below): its internal
--- functions, training runs, their log and optimizer state.
+-- functions, training runs, their log and optimizer state. The public API
+-- is in the extension's schema; each public function written in SQL or
+-- plpgsql is a C shim (ddx_forward, src/pg/sql_api.cpp) in front of its body
+-- _ddx.<the same name>, so that an error says what the user did, without
+-- the CONTEXT lines of ddx's internal frames, and so that the first call
+-- loads ddx's library in a session that has not.
 CREATE SCHEMA _ddx;
 COMMENT ON SCHEMA _ddx IS 'ddx: internal functions, training runs, their log and optimizer state';
 GRANT USAGE ON SCHEMA _ddx TO PUBLIC;
@@ -71,6 +76,22 @@ CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool) RETURNS float8
 CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- The C side of the SQL API (src/pg/sql_api.cpp, loss_reads.cpp): which
+-- parameter tables a loss reads; a run's lock; whether a procedure may commit.
+CREATE FUNCTION _ddx.loss_reads(loss_sql text, tables regclass[], cols name[], OUT reads boolean[], OUT opaque text[])
+  AS 'MODULE_PATHNAME', 'ddx_loss_reads' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION _ddx.run_lock(run_key int, session boolean) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_run_lock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION _ddx.run_unlock(run_key int) RETURNS void
+  AS 'MODULE_PATHNAME', 'ddx_run_unlock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- The key of run `run_name`'s lock: its name's hash (pg_locks shows it as
+-- objid, classid 1145329665, objsubid 2; two names of one hash share a lock).
+CREATE FUNCTION _ddx.run_key(run_name text) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT pg_catalog.hashtext(run_name) $$;
+
+CREATE FUNCTION _ddx.nonatomic() RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_nonatomic' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- stop_gradient(x) is x, held constant by the backward pass.
 CREATE FUNCTION stop_gradient(float8) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_stop_gradient' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -86,11 +107,14 @@ CREATE FUNCTION ddx_stop_gradient(float8) RETURNS float8
 --   eps       relative step: h = eps * greatest(1, |value|)
 --   sample    how many rows to perturb (evenly spread over the table, in
 --             physical order); NULL: every row. Two loss evaluations each.
+--   step      the value of $1 in a training loss that reads it (the number
+--             of the step, as ddx_train and the step functions bind it: a
+--             mini-batch by step); NULL: the loss reads no $1
 -- Every perturbation is rolled back before it returns (a subtransaction);
 -- the caller needs UPDATE on the parameter table.
-CREATE FUNCTION ddx_gradcheck(loss_sql text, param regclass, col name, eps float8 DEFAULT 1e-6,
-                              sample int DEFAULT NULL,
-                              OUT rows_checked int, OUT max_abs_error float8, OUT max_rel_error float8)
+CREATE FUNCTION _ddx.ddx_gradcheck(loss_sql text, param regclass, col name, eps float8 DEFAULT 1e-6,
+                                   sample int DEFAULT NULL, step int DEFAULT NULL,
+                                   OUT rows_checked int, OUT max_abs_error float8, OUT max_rel_error float8)
 LANGUAGE plpgsql AS $$
 DECLARE
   tids tid[];
@@ -110,17 +134,33 @@ DECLARE
   rel float8;
   n int;
   pick int[];
+  grads text;
 BEGIN
+  IF loss_sql IS NULL OR param IS NULL OR col IS NULL THEN
+    RAISE EXCEPTION 'ddx_gradcheck needs a loss, a table and a column' USING ERRCODE = '22004';
+  END IF;
+  IF eps IS NULL OR NOT eps > 0 OR eps = 'Infinity' THEN
+    RAISE EXCEPTION 'invalid value for eps: %', eps USING ERRCODE = '22023', DETAIL = 'eps is a positive finite number.';
+  END IF;
   loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
   IF sample IS NOT NULL AND sample < 1 THEN
     RAISE EXCEPTION 'sample must be at least 1' USING ERRCODE = '22023';
   END IF;
   -- rows are identified by (tableoid, ctid): ctids repeat across partitions
-  EXECUTE format('WITH ddx_gradcheck_loss AS (%s) SELECT array_agg(t.tableoid ORDER BY t.tableoid, t.ctid), '
-                 'array_agg(t.ctid ORDER BY t.tableoid, t.ctid), '
-                 'array_agg(@extschema@.grad(''ddx_gradcheck_loss'', t.%I) ORDER BY t.tableoid, t.ctid), '
-                 'array_agg(t.%I::float8 ORDER BY t.tableoid, t.ctid) FROM %s t', loss_sql, col, col, param)
-    INTO toids, tids, analytic, vals;
+  grads := format('WITH ddx_gradcheck_loss AS (%s) SELECT array_agg(t.tableoid ORDER BY t.tableoid, t.ctid), '
+                  'array_agg(t.ctid ORDER BY t.tableoid, t.ctid), '
+                  'array_agg(@extschema@.grad(''ddx_gradcheck_loss'', t.%I) ORDER BY t.tableoid, t.ctid), '
+                  'array_agg(t.%I::float8 ORDER BY t.tableoid, t.ctid) FROM %s t', loss_sql, col, col, param);
+  BEGIN
+    IF step IS NULL THEN
+      EXECUTE grads INTO toids, tids, analytic, vals;
+    ELSE
+      EXECUTE grads INTO toids, tids, analytic, vals USING step;
+    END IF;
+  EXCEPTION WHEN undefined_parameter THEN
+    RAISE EXCEPTION 'the loss reads $1, the number of a training step' USING ERRCODE = '42P02',
+      HINT = 'Pass step => n: ddx_gradcheck then checks the loss of step n, as a training step binds $1.';
+  END;
   rows_checked := 0;
   max_abs_error := 0;
   max_rel_error := 0;
@@ -137,10 +177,10 @@ BEGIN
       toid := toids[i];
       EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2 RETURNING ctid, %I::float8', param, col, col)
         USING x + eps * greatest(1, abs(x)), tids[i], toid INTO t, xp;
-      EXECUTE loss_sql INTO lp;
+      EXECUTE loss_sql INTO lp USING step;
       EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2 RETURNING ctid, %I::float8', param, col, col)
         USING x - eps * greatest(1, abs(x)), t, toid INTO t, xm;
-      EXECUTE loss_sql INTO lm;
+      EXECUTE loss_sql INTO lm USING step;
       EXECUTE format('UPDATE %s SET %I = $1 WHERE tableoid = $3 AND ctid = $2', param, col) USING x, t, toid;
       numeric_g[i] := (lp - lm) / (xp - xm);
     END LOOP;
@@ -160,6 +200,10 @@ BEGIN
   END LOOP;
 END;
 $$;
+CREATE FUNCTION ddx_gradcheck(loss_sql text, param regclass, col name, eps float8 DEFAULT 1e-6,
+                              sample int DEFAULT NULL, step int DEFAULT NULL,
+                              OUT rows_checked int, OUT max_abs_error float8, OUT max_rel_error float8)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ===========================================================================
 -- ddx's own schema _ddx: training runs, their log and optimizer state.
@@ -210,7 +254,12 @@ CREATE TABLE _ddx.run (
   step int NOT NULL DEFAULT 0 CHECK (step >= 0),
   owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
   created timestamptz NOT NULL DEFAULT now(),
-  updated timestamptz
+  updated timestamptz,
+  -- the last ddx_train of the run: the step count it trains to, when it
+  -- started and from which step (its rate, ETA in ddx_runs)
+  target_step int,
+  train_started timestamptz,
+  train_from int
 ) WITH (fillfactor = 45);
 COMMENT ON TABLE _ddx.run IS 'ddx training runs: step = steps taken';
 
@@ -263,14 +312,31 @@ SELECT pg_catalog.pg_extension_config_dump('_ddx.train_log', '');
 SELECT pg_catalog.pg_extension_config_dump('_ddx.state_table', '');
 
 -- ddx_runs: every training run the current role may see, with the parameter
--- columns it has stepped and its latest logged loss.
+-- columns it has stepped and its latest logged loss; while a session trains
+-- it (ddx_train, or a step function in an open transaction), that session's
+-- process id; for the last ddx_train, the step count it trains to, its rate
+-- (steps committed per second since it started) and, while it runs, the
+-- time it still needs at that rate.
 CREATE VIEW ddx_runs WITH (security_invoker = true) AS
   SELECT r.name, r.optimizer, r.step,
          ARRAY(SELECT p.param::text || '.' || quote_ident(p.col) FROM _ddx.run_param p WHERE p.run = r.id
                 ORDER BY 1) AS params,
          (SELECT l.loss FROM _ddx.train_log l WHERE l.run = r.name ORDER BY l.step DESC LIMIT 1) AS last_loss,
-         r.owner, r.created, r.updated
-    FROM _ddx.run r;
+         r.owner, r.created, r.updated,
+         t.pid AS training_pid, r.target_step,
+         s.rate AS steps_per_second,
+         CASE WHEN t.pid IS NOT NULL AND s.rate > 0 AND r.target_step > r.step
+              THEN make_interval(secs => (r.target_step - r.step) / s.rate) END AS eta
+    FROM _ddx.run r
+    LEFT JOIN LATERAL (SELECT min(k.pid) AS pid FROM pg_catalog.pg_locks k
+                        WHERE k.locktype = 'advisory' AND k.granted AND k.classid = 1145329665::oid
+                          AND k.objid = (_ddx.run_key(r.name)::int8 & 4294967295)::oid AND k.objsubid = 2
+                          AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                             WHERE d.datname = pg_catalog.current_database())) t ON true
+    LEFT JOIN LATERAL (SELECT (r.step - r.train_from)
+                              / nullif(extract(epoch FROM max(l.at) - r.train_started), 0)::float8 AS rate
+                         FROM _ddx.train_log l
+                        WHERE l.run = r.name AND l.step > r.train_from AND l.at >= r.train_started) s ON true;
 GRANT SELECT ON ddx_runs TO PUBLIC;
 
 -- ddx_train_log: one row per step of every run the current role may see.
@@ -616,21 +682,58 @@ BEGIN
   END LOOP;
 END $$;
 
+-- The run `run_name` for a step or a training loop with optimizer `opt`,
+-- created if new, and locked for this transaction (or, with `session`, for
+-- this session, until _ddx.run_unlock or an abort: ddx_train's): one session
+-- trains a run at a time, and another one's step or ddx_train on it is
+-- refused (55P03) rather than interleaved with its steps. Its id.
+CREATE FUNCTION _ddx.run_claim(run_name text, opt text, session boolean) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  i int;
+BEGIN
+  -- (locked before it is created: a second session waits on no one's
+  -- uncommitted INSERT of a new run)
+  PERFORM _ddx.run_lock_or_refuse(run_name, session);
+  INSERT INTO _ddx.run (name, optimizer) VALUES (run_name, opt) ON CONFLICT ON CONSTRAINT run_pkey DO NOTHING;
+  SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
+  IF i IS NULL THEN
+    RAISE EXCEPTION 'training run "%" belongs to another role', run_name
+      USING ERRCODE = '42501', HINT = 'Give this run another name (state_name => ...).';
+  END IF;
+  RETURN i;
+END $$;
+
+-- Locks run `run_name` (see _ddx.run_claim), or refuses with 55P03 naming
+-- the process that trains it.
+CREATE FUNCTION _ddx.run_lock_or_refuse(run_name text, session boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  holder int;
+BEGIN
+  IF _ddx.run_lock(_ddx.run_key(run_name), session) THEN
+    RETURN;
+  END IF;
+  SELECT min(k.pid) INTO holder FROM pg_catalog.pg_locks k
+   WHERE k.locktype = 'advisory' AND k.granted AND k.classid = 1145329665::oid
+     AND k.objid = (_ddx.run_key(run_name)::int8 & 4294967295)::oid AND k.objsubid = 2;
+  RAISE EXCEPTION 'training run "%" is being trained by another session', run_name
+    USING ERRCODE = '55P03',
+          DETAIL = format('Process %s is training it (ddx_runs shows how far it is).', coalesce(holder::text, '(gone)')),
+          HINT = 'Wait until it ends, or train a run of another name (state_name => ...).';
+END $$;
+
 -- Starts the next step of run `run_name` with optimizer `opt`: creates the
--- run on its first step, checks that it is an `opt` run, and returns its id,
--- the number of the step now being taken and its owner (whose state tables
--- hold the run's state).
+-- run on its first step, locks it for the transaction, checks that it is an
+-- `opt` run, and returns its id, the number of the step now being taken and
+-- its owner (whose state tables hold the run's state).
 CREATE FUNCTION _ddx.run_next_step(run_name text, opt text, OUT run_id int, OUT run_step int, OUT run_owner regrole)
 LANGUAGE plpgsql AS $$
 DECLARE
   was text;
 BEGIN
-  INSERT INTO _ddx.run (name, optimizer) VALUES (run_name, opt) ON CONFLICT ON CONSTRAINT run_pkey DO NOTHING;
-  SELECT f.run_id, f.run_step INTO run_id, run_step FROM _ddx.run_refresh(run_name) f;
-  IF run_id IS NULL THEN
-    RAISE EXCEPTION 'training run "%" belongs to another role', run_name
-      USING ERRCODE = '42501', HINT = 'Give this run another name (state_name => ...).';
-  END IF;
+  run_id := _ddx.run_claim(run_name, opt, false);
+  SELECT f.run_step INTO run_step FROM _ddx.run_refresh(run_name) f;
   SELECT r.optimizer, r.owner INTO was, run_owner FROM _ddx.run r WHERE r.id = run_id FOR UPDATE;
   IF was <> opt AND run_step > 0 THEN
     RAISE EXCEPTION 'training run "%" is an % run, not %', run_name, was, opt
@@ -641,30 +744,38 @@ BEGIN
     RETURNING r.step INTO run_step;
 END $$;
 
--- The run `run_name` as the current role sees it; an error if none.
-CREATE FUNCTION _ddx.run_named(run_name text) RETURNS int
+-- The run `run_name` as the current role sees it; an error if none. With
+-- `lock`, locked for the transaction (a run another session trains is not
+-- reset, dropped or copied under it).
+CREATE FUNCTION _ddx.run_named(run_name text, lock boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
   i int;
 BEGIN
+  IF run_name IS NULL THEN
+    RAISE EXCEPTION 'the name of a training run must not be NULL' USING ERRCODE = '22004';
+  END IF;
   SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
   IF i IS NULL THEN
     RAISE EXCEPTION 'training run "%" does not exist', run_name
       USING ERRCODE = '42704', HINT = 'SELECT name FROM ddx_runs lists the runs.';
+  END IF;
+  IF lock THEN
+    PERFORM _ddx.run_lock_or_refuse(run_name, false);
   END IF;
   RETURN i;
 END $$;
 
 -- ddx_run_reset(run): the run starts again from step 0 (state, log and step
 -- count forgotten). The parameter tables are left as they are.
-CREATE FUNCTION ddx_run_reset(run text) RETURNS void
-LANGUAGE sql AS $$ SELECT _ddx.run_clear(_ddx.run_named($1)) $$;
+CREATE FUNCTION _ddx.ddx_run_reset(run text) RETURNS void
+LANGUAGE sql AS $$ SELECT _ddx.run_clear(_ddx.run_named($1, true)) $$;
 
 -- ddx_run_drop(run): the run, its state and its log, gone.
-CREATE FUNCTION ddx_run_drop(run text) RETURNS void
+CREATE FUNCTION _ddx.ddx_run_drop(run text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  i int := _ddx.run_named(run);
+  i int := _ddx.run_named(run, true);
 BEGIN
   PERFORM _ddx.run_clear(i);
   DELETE FROM _ddx.run r WHERE r.id = i;
@@ -674,13 +785,16 @@ END $$;
 -- `source` is (step count, every state row, the log), to try other settings
 -- from the same point. The parameter tables are shared: copy them too to
 -- keep both.
-CREATE FUNCTION ddx_run_copy(source text, target text) RETURNS void
+CREATE FUNCTION _ddx.ddx_run_copy(source text, target text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  src int := _ddx.run_named(source);
+  src int := _ddx.run_named(source, true);
   dst int;
   st regclass;
 BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'the name of a training run must not be NULL' USING ERRCODE = '22004';
+  END IF;
   IF EXISTS (SELECT 1 FROM _ddx.run r WHERE r.name = target) THEN
     RAISE EXCEPTION 'training run "%" already exists', target USING ERRCODE = '42710';
   END IF;
@@ -702,8 +816,9 @@ END $$;
 -- column ('table.column'): each row's key (as jsonb, by the table's key
 -- column names), its own step count, Adam's moments, SGD's buffer. Rows
 -- whose value was NULL, or that were deleted, when the column was last
--- stepped have none.
-CREATE FUNCTION ddx_state(run text, param text)
+-- stepped have none. A column the run has not stepped, where it has stepped
+-- others, is refused (a run that has stepped nothing yet has no state).
+CREATE FUNCTION _ddx.ddx_state(run text, param text)
 RETURNS TABLE (key jsonb, step int, m float8, v float8, buf float8)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -715,26 +830,46 @@ DECLARE
   last int;
 BEGIN
   SELECT * INTO p FROM _ddx.param_columns(ARRAY[param]);
-  SELECT s.state, s.keys INTO st, made FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
-   WHERE r.id = i AND s.param = p.tbl;
-  IF st IS NULL THEN
-    RETURN;
+  IF p.tbl IS NULL THEN
+    RAISE EXCEPTION 'the parameter column must not be NULL' USING ERRCODE = '22004';
   END IF;
-  FOR k IN 1 .. coalesce(array_length(made, 1), 0) LOOP
-    kj := kj || format('%L, s.k%s, ', made[k], k);
-  END LOOP;
   -- a row counts only if it was stepped when its column last was (a row
   -- NULL or deleted since has no state). That step is read here, not joined:
   -- Citus would send run_param's regclass to the workers of a distributed
   -- state table as the coordinator's OID, which names nothing there.
   SELECT r.last_step INTO last FROM _ddx.run_param r WHERE r.run = i AND r.param = p.tbl AND r.col = p.col;
-  IF last IS NULL THEN
-    RETURN;
+  IF last IS NULL AND NOT EXISTS (SELECT 1 FROM _ddx.run_param x WHERE x.run = i) THEN
+    RETURN;  -- a run that has stepped nothing yet (new, or reset) has no state
   END IF;
+  IF last IS NULL THEN
+    RAISE EXCEPTION 'training run "%" has not stepped %', run, param
+      USING ERRCODE = '42704',
+            DETAIL = format('It has stepped %s.', coalesce((SELECT string_agg(x.param::text || '.' || quote_ident(x.col),
+                                                                               ', ' ORDER BY 1)
+                                                              FROM _ddx.run_param x WHERE x.run = i), 'no column yet')),
+            HINT = 'SELECT params FROM ddx_runs lists what each run has stepped.';
+  END IF;
+  SELECT s.state, s.keys INTO st, made FROM _ddx.state_table s JOIN _ddx.run r ON r.owner = s.owner
+   WHERE r.id = i AND s.param = p.tbl;
+  IF st IS NULL THEN
+    RETURN;  -- an optimizer without state (SGD without momentum)
+  END IF;
+  FOR k IN 1 .. coalesce(array_length(made, 1), 0) LOOP
+    kj := kj || format('%L, s.k%s, ', made[k], k);
+  END LOOP;
   RETURN QUERY EXECUTE format('SELECT jsonb_build_object(%s) AS key, s.step, s.m, s.v, s.buf FROM %s s '
                               'WHERE s.run = $1 AND s.col = $2 AND s.at = $3 ORDER BY 1', rtrim(kj, ', '), st)
     USING i, p.col::text, last;
 END $$;
+
+CREATE FUNCTION ddx_run_reset(run text) RETURNS void
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_run_drop(run text) RETURNS void
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_run_copy(source text, target text) RETURNS void
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_state(run text, param text) RETURNS TABLE (key jsonb, step int, m float8, v float8, buf float8)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C STABLE PARALLEL UNSAFE;
 
 -- --- gradients into tables -----------------------------------------------------
 
@@ -791,7 +926,7 @@ END $$;
 -- ddx creates it if missing and refuses (42P07) to write into a table it did
 -- not create. All gradients come from one statement: one backward pass.
 -- Returns each parameter's gradient table and row count.
-CREATE FUNCTION ddx_backward(loss_sql text, params text[], grad_tables text[] DEFAULT NULL)
+CREATE FUNCTION _ddx.ddx_backward(loss_sql text, params text[], grad_tables text[] DEFAULT NULL)
 RETURNS TABLE (param text, grad_table regclass, grad_rows bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -804,6 +939,9 @@ DECLARE
   sel text;
   i int := 0;
 BEGIN
+  IF loss_sql IS NULL THEN
+    RAISE EXCEPTION 'loss_sql must not be NULL' USING ERRCODE = '22004';
+  END IF;
   IF grad_tables IS NOT NULL AND array_length(grad_tables, 1) IS DISTINCT FROM array_length(params, 1) THEN
     RAISE EXCEPTION 'grad_tables has % entries for % parameters', coalesce(array_length(grad_tables, 1), 0),
                     array_length(params, 1) USING ERRCODE = '22023';
@@ -838,6 +976,9 @@ BEGIN
                               regexp_replace(loss_sql, '[\s;]+$', ''), array_to_string(ctes, ', '), array_to_string(sels, ' UNION ALL '));
 END;
 $$;
+CREATE FUNCTION ddx_backward(loss_sql text, params text[], grad_tables text[] DEFAULT NULL)
+RETURNS TABLE (param text, grad_table regclass, grad_rows bigint)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- --- optimizer steps -------------------------------------------------------
 
@@ -902,11 +1043,16 @@ DECLARE
   gback text;  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
   lossv text := '@extschema@.ddx_value(''ddx_loss'')';
 BEGIN
+  stepped := '{}';
+  IF coalesce(array_length(tabs, 1), 0) = 0 THEN  -- the loss reads no parameter table: its value alone
+    sql := format('WITH ddx_loss AS (%s) SELECT 0::float8 AS norm, (SELECT l.v::float8 FROM ddx_loss AS l(v)) AS loss',
+                  loss_sql);
+    RETURN;
+  END IF;
   IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
     EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ANY ($1))'
       INTO citus USING ARRAY(SELECT x.tbl FROM unnest(tabs) x);
   END IF;
-  stepped := '{}';
   FOREACH t IN ARRAY tabs LOOP
     nt := nt + 1;
     stepped := stepped || t.qtbl;
@@ -1049,6 +1195,34 @@ BEGIN
                 array_to_string(ctes, ', '));
 END $$;
 
+-- An optimizer setting out of its range, refused as torch.optim refuses it
+-- (22023; 22004 for NULL), naming the argument and its range.
+CREATE FUNCTION _ddx.refuse_setting(name text, value float8, range text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'invalid value for %: %', name, coalesce(value::text, 'NULL')
+    USING ERRCODE = CASE WHEN value IS NULL THEN '22004' ELSE '22023' END,
+          DETAIL = format('%s is %s.', name, range);
+END $$;
+
+-- Whether x is a number: not NULL, NaN or infinite.
+CREATE FUNCTION _ddx.finite(x float8) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT x IS NOT NULL AND x NOT IN ('NaN', 'Infinity', '-Infinity') $$;
+
+-- A float for progress messages: four significant digits.
+CREATE FUNCTION _ddx.g4(x float8) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN x IS NULL THEN 'NULL' WHEN NOT _ddx.finite(x) THEN x::text WHEN x = 0 THEN '0'
+              WHEN abs(x) >= 1e-4 AND abs(x) < 1e6
+              THEN trim_scale(round(x::numeric, greatest(0, 3 - floor(log(abs(x)::numeric))::int)))::text
+              ELSE btrim(to_char(x, '9.999EEEE')) END
+$$;
+
+-- A session's first sight of `key` (true once per session): what a NOTICE
+-- that should be said once looks up.
+CREATE FUNCTION _ddx.first_time(key text) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_first_time' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
 -- One optimizer step, the body of ddx_adamw_step and ddx_sgd_step (their
 -- arguments; `opt` is 'adamw', 'adam' or 'sgd'): checks, the run's next
 -- step, and the step's statement (_ddx.step_sql), prepared once per session
@@ -1057,6 +1231,17 @@ END $$;
 -- which run failed and where (the statement is shown with ddx.show_sql =
 -- on). The loss may read $1, the number of the step being taken (a
 -- mini-batch by step).
+--   Settings are checked as torch.optim checks them (finite, in range).
+--   A parameter table the loss never reads is skipped, as PyTorch skips a
+--   parameter whose grad is None: no gradient, no step, its state kept (a
+--   NOTICE once per session and run); where the loss calls a function ddx
+--   cannot see into, the table could be read in there, and the step is
+--   refused (0A000).
+--   A loss or gradient norm that is not finite stops the step (22P01): the
+--   error rolls back its update, so the parameters and the state are those
+--   of the step before.
+--   The run is locked for the transaction (see _ddx.run_claim); the step is
+--   logged in _ddx.train_log.
 CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
@@ -1064,6 +1249,9 @@ CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr f
 LANGUAGE plpgsql AS $$
 DECLARE
   tabs _ddx.param_table[];
+  kept _ddx.param_table[] := '{}';
+  skipped text[] := '{}';
+  rd record;
   run_id int;
   run_owner regrole;
   stepped text[];
@@ -1078,26 +1266,77 @@ DECLARE
   e_where text;
 BEGIN
   -- PyTorch's argument checks
-  IF lr IS NULL OR lr < 0 THEN
-    RAISE EXCEPTION 'invalid learning rate: %', lr USING ERRCODE = '22023';
+  IF NOT _ddx.finite(lr) OR lr < 0 THEN
+    PERFORM _ddx.refuse_setting('lr', lr, 'a finite number, at least 0');
   END IF;
-  IF eps < 0 OR beta1 < 0 OR beta1 >= 1 OR beta2 < 0 OR beta2 >= 1 OR weight_decay < 0 OR momentum < 0 OR
-     dampening < 0 OR coalesce(max_grad_norm, 0) < 0 THEN
-    RAISE EXCEPTION 'invalid optimizer setting'
-      USING ERRCODE = '22023', DETAIL = format('lr %s, betas (%s, %s), eps %s, weight_decay %s, momentum %s, '
-                                                'dampening %s, max_grad_norm %s: betas lie in [0, 1), the others '
-                                                'are not negative.', lr, beta1, beta2, eps, weight_decay, momentum,
-                                                dampening, max_grad_norm);
+  IF opt <> 'sgd' THEN
+    IF NOT _ddx.finite(beta1) OR beta1 < 0 OR beta1 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta1', beta1, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(beta2) OR beta2 < 0 OR beta2 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta2', beta2, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(eps) OR eps < 0 THEN
+      PERFORM _ddx.refuse_setting('eps', eps, 'a finite number, at least 0');
+    END IF;
+  END IF;
+  IF NOT _ddx.finite(weight_decay) OR weight_decay < 0 THEN
+    PERFORM _ddx.refuse_setting('weight_decay', weight_decay, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(momentum) OR momentum < 0 THEN
+    PERFORM _ddx.refuse_setting('momentum', momentum, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(dampening) OR dampening < 0 THEN
+    PERFORM _ddx.refuse_setting('dampening', dampening, 'a finite number, at least 0');
+  END IF;
+  IF max_grad_norm = 'NaN' OR max_grad_norm < 0 THEN
+    PERFORM _ddx.refuse_setting('max_grad_norm', max_grad_norm, 'NULL (no clipping) or a number, at least 0');
+  END IF;
+  IF nesterov IS NULL THEN
+    RAISE EXCEPTION 'invalid value for nesterov: NULL' USING ERRCODE = '22004';
   END IF;
   IF nesterov AND (momentum <= 0 OR dampening <> 0) THEN
     RAISE EXCEPTION 'Nesterov momentum requires a momentum and zero dampening' USING ERRCODE = '22023';
+  END IF;
+  IF loss_sql IS NULL THEN
+    RAISE EXCEPTION 'loss_sql must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
   END IF;
   loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
   tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
   run_name := coalesce(run_name, _ddx.default_run_name(tabs));
   SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  -- the parameter tables the loss reads (unknown where it does not even
+  -- translate: then all of them, and preparing the statement says what is
+  -- wrong)
+  SELECT * INTO rd FROM _ddx.loss_reads(loss_sql, ARRAY(SELECT x.tbl FROM unnest(tabs) x),
+                                        ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
+  FOR i IN 1 .. array_length(tabs, 1) LOOP
+    IF rd.reads IS NULL OR rd.reads[i] THEN
+      kept := kept || tabs[i];
+    ELSE
+      skipped := skipped || tabs[i].qtbl;
+    END IF;
+  END LOOP;
+  IF skipped <> '{}' AND rd.opaque <> '{}' THEN
+    RAISE EXCEPTION 'ddx cannot see into %, which the loss calls', rd.opaque[1]
+      USING ERRCODE = '0A000',
+            DETAIL = format('Step %s of training run "%s": the loss reads %s nowhere else, so it could reach its '
+                            'parameters only inside what ddx cannot differentiate (%s), whose part of the loss would '
+                            'get no gradient.', step, run_name, array_to_string(skipped, ', '),
+                            array_to_string(rd.opaque, ', ')),
+            HINT = 'Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one '
+                   'SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).';
+  END IF;
+  FOR i IN 1 .. coalesce(array_length(skipped, 1), 0) LOOP
+    IF _ddx.first_time(format('skip %s %s', run_id, skipped[i])) THEN
+      RAISE NOTICE 'training run "%" skips table %: the loss does not read it', run_name, skipped[i]
+        USING DETAIL = 'A parameter table that the loss never reads gets no gradient and no step; its values and its '
+                       'optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
+    END IF;
+  END LOOP;
   SELECT q.sql, q.stepped INTO sql, stepped
-    FROM _ddx.step_sql(opt, loss_sql, tabs, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
+    FROM _ddx.step_sql(opt, loss_sql, kept, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
   -- and ddx differentiate it, again)
@@ -1147,9 +1386,22 @@ BEGIN
              CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
                   ELSE 'SET ddx.show_sql = on to see the statement.' END;
   END;
+  -- (the error undoes the step's update with everything since the caller's
+  -- transaction, or ddx_train's last COMMIT, began)
+  IF loss IS NOT NULL AND NOT _ddx.finite(loss) OR grad_norm IS NOT NULL AND NOT _ddx.finite(grad_norm) THEN
+    RAISE EXCEPTION 'step % of training run "%" has a % that is not finite (%)', step, run_name,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN 'loss' ELSE 'gradient norm' END,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN loss ELSE grad_norm END
+      USING ERRCODE = '22P01',
+            DETAIL = format('Loss %s, gradient norm %s at learning rate %s: the step was not taken, and the '
+                            'parameters and optimizer state are those after step %s.', loss, grad_norm, lr, step - 1),
+            HINT = 'Lower the learning rate, clip the gradient (max_grad_norm), or look in the loss for what '
+                   'overflows (exp of a large value, a log or a division at zero).';
+  END IF;
   INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
-    SELECT run_id, x.tbl, c, step FROM unnest(tabs) x CROSS JOIN LATERAL unnest(x.cols) c
+    SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c
   ON CONFLICT ON CONSTRAINT run_param_pkey DO UPDATE SET last_step = excluded.last_step;
+  INSERT INTO _ddx.train_log (run, step, loss, grad_norm, lr) VALUES (run_name, step, loss, grad_norm, lr);
   lr_used := lr;
 END $$;
 
@@ -1163,44 +1415,69 @@ END $$;
 -- state_name names the training run (default: one run per set of parameter
 -- columns). Returns the step number, the gradient's global norm before
 -- clipping, the learning rate used and the loss before the step.
+CREATE FUNCTION _ddx.ddx_adamw_step(loss_sql text, params text[], lr float8,
+                                    beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999, eps float8 DEFAULT 1e-8,
+                                    weight_decay float8 DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                                    max_grad_norm float8 DEFAULT NULL, state_name text DEFAULT NULL,
+                                    decoupled boolean DEFAULT true,
+                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE sql AS $$
+  SELECT * FROM _ddx.optimizer_step(CASE WHEN decoupled IS NOT FALSE THEN 'adamw' ELSE 'adam' END, loss_sql, params,
+                                   lr, beta1, beta2, eps,
+                                   coalesce(weight_decay, CASE WHEN decoupled IS NOT FALSE THEN 0.01 ELSE 0 END),
+                                   no_decay, max_grad_norm, 0, 0, false, state_name)
+$$;
 CREATE FUNCTION ddx_adamw_step(loss_sql text, params text[], lr float8,
                                beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999, eps float8 DEFAULT 1e-8,
                                weight_decay float8 DEFAULT NULL, no_decay text[] DEFAULT '{}',
                                max_grad_norm float8 DEFAULT NULL, state_name text DEFAULT NULL,
                                decoupled boolean DEFAULT true,
                                OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE sql AS $$
-  SELECT * FROM _ddx.optimizer_step(CASE WHEN decoupled THEN 'adamw' ELSE 'adam' END, loss_sql, params, lr, beta1,
-                                   beta2, eps, coalesce(weight_decay, CASE WHEN decoupled THEN 0.01 ELSE 0 END),
-                                   no_decay, max_grad_norm, 0, 0, false, state_name)
-$$;
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ddx_sgd_step: torch.optim.SGD (momentum, dampening, Nesterov, L2 weight
 -- decay; PyTorch's defaults) after one backward pass, with optional
 -- global-norm clipping. Momentum buffers are kept per parameter row in ddx's
 -- state tables (none without momentum).
+CREATE FUNCTION _ddx.ddx_sgd_step(loss_sql text, params text[], lr float8, momentum float8 DEFAULT 0,
+                                  dampening float8 DEFAULT 0, weight_decay float8 DEFAULT 0,
+                                  nesterov boolean DEFAULT false, max_grad_norm float8 DEFAULT NULL,
+                                  state_name text DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                                  OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE sql AS $$
+  SELECT * FROM _ddx.optimizer_step('sgd', loss_sql, params, lr, 0.9, 0.999, 0, weight_decay, no_decay,
+                                   max_grad_norm, momentum, dampening, nesterov, state_name)
+$$;
 CREATE FUNCTION ddx_sgd_step(loss_sql text, params text[], lr float8, momentum float8 DEFAULT 0,
                              dampening float8 DEFAULT 0, weight_decay float8 DEFAULT 0,
                              nesterov boolean DEFAULT false, max_grad_norm float8 DEFAULT NULL,
                              state_name text DEFAULT NULL, no_decay text[] DEFAULT '{}',
                              OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE sql AS $$
-  SELECT * FROM _ddx.optimizer_step('sgd', loss_sql, params, lr, 0.9, 0.999, 0, weight_decay, no_decay,
-                                   max_grad_norm, momentum, dampening, nesterov, state_name)
-$$;
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- --- schedules -------------------------------------------------------------
 
 -- Learning-rate schedules are ordinary tables (step int PRIMARY KEY, lr),
--- one row per step from step 0; _ddx.schedule_table writes one from an array,
--- in the current schema. A table of that name that is not a ddx schedule is
--- left alone (42P07); a ddx schedule is rewritten in place.
+-- one row per step from step 0; _ddx.schedule_table writes one from an
+-- array, in the current schema. A table of that name that is not a ddx
+-- schedule is left alone (42P07); a ddx schedule is rewritten in place.
 CREATE FUNCTION _ddx.schedule_table(name text, lrs float8[]) RETURNS regclass
 LANGUAGE plpgsql AS $$
 DECLARE
-  q text := quote_ident(current_schema()) || '.' || quote_ident(name);
-  t regclass := to_regclass(q);
+  q text;
+  t regclass;
+  bad int;
 BEGIN
+  IF name IS NULL THEN
+    RAISE EXCEPTION 'the name of a schedule must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT min(o - 1) INTO bad FROM unnest(lrs) WITH ORDINALITY AS u(lr, o) WHERE NOT _ddx.finite(lr) OR lr < 0;
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION 'schedule "%" would have learning rate % at step %', name, lrs[bad + 1], bad
+      USING ERRCODE = '22023', DETAIL = 'A learning rate is a finite number, at least 0.';
+  END IF;
+  q := quote_ident(current_schema()) || '.' || quote_ident(name);
+  t := to_regclass(q);
   IF t IS NULL THEN
     EXECUTE format('CREATE TABLE %s (step int PRIMARY KEY, lr float8 NOT NULL)', q);
     t := q::regclass;
@@ -1215,33 +1492,69 @@ BEGIN
   RETURN t;
 END $$;
 
+-- A schedule's length or other count, refused where NULL or below `at_least`.
+CREATE FUNCTION _ddx.check_count(name text, value int, at_least int) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF value IS NULL OR value < at_least THEN
+    RAISE EXCEPTION 'invalid value for %: %', name, coalesce(value::text, 'NULL')
+      USING ERRCODE = CASE WHEN value IS NULL THEN '22004' ELSE '22023' END,
+            DETAIL = format('%s is a whole number, at least %s.', name, at_least);
+  END IF;
+END $$;
+
 -- nanoGPT's get_lr: linear warmup, cosine decay to min_lr at decay_steps,
 -- min_lr after; `steps` rows (steps 0 .. steps - 1; by default
 -- decay_steps + 2 rows). A run of N steps needs N rows.
-CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
-                                           min_lr float8, steps int DEFAULT NULL)
-RETURNS regclass LANGUAGE sql AS $$
-  SELECT _ddx.schedule_table($1, ARRAY(
-    SELECT CASE WHEN it < $2 THEN $4 * (it + 1) / ($2 + 1)
-                WHEN it > $3 THEN $5
-                ELSE $5 + 0.5 * (1 + cos(pi() * (it - $2)::float8 / ($3 - $2))) * ($4 - $5) END
-      FROM generate_series(0, coalesce($6, $3 + 2) - 1) it ORDER BY it))
-$$;
+CREATE FUNCTION _ddx.ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
+                                                min_lr float8, steps int DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM _ddx.check_count('warmup_steps', warmup_steps, 0);
+  PERFORM _ddx.check_count('decay_steps', decay_steps, warmup_steps + 1);
+  PERFORM _ddx.check_count('steps', coalesce(steps, decay_steps + 2), 0);
+  RETURN _ddx.schedule_table(name, ARRAY(
+    SELECT CASE WHEN it < warmup_steps THEN max_lr * (it + 1) / (warmup_steps + 1)
+                WHEN it > decay_steps THEN min_lr
+                ELSE min_lr + 0.5 * (1 + cos(pi() * (it - warmup_steps)::float8 / (decay_steps - warmup_steps)))
+                              * (max_lr - min_lr) END
+      FROM generate_series(0, coalesce(steps, decay_steps + 2) - 1) it ORDER BY it));
+END $$;
 
 -- More schedules as tables of `steps` rows: a constant rate, PyTorch's
 -- StepLR and ExponentialLR.
+CREATE FUNCTION _ddx.ddx_schedule_constant(name text, lr float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM _ddx.check_count('steps', steps, 0);
+  RETURN _ddx.schedule_table(name, array_fill(lr, ARRAY[steps]));
+END $$;
+
+CREATE FUNCTION _ddx.ddx_schedule_step(name text, lr float8, step_size int, gamma float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM _ddx.check_count('step_size', step_size, 1);
+  PERFORM _ddx.check_count('steps', steps, 0);
+  RETURN _ddx.schedule_table(name, ARRAY(SELECT lr * gamma ^ (it / step_size) FROM generate_series(0, steps - 1) it
+                                          ORDER BY it));
+END $$;
+
+CREATE FUNCTION _ddx.ddx_schedule_exponential(name text, lr float8, gamma float8, steps int) RETURNS regclass
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM _ddx.check_count('steps', steps, 0);
+  RETURN _ddx.schedule_table(name, ARRAY(SELECT lr * gamma ^ it FROM generate_series(0, steps - 1) it ORDER BY it));
+END $$;
+
+CREATE FUNCTION ddx_schedule_warmup_cosine(name text, warmup_steps int, decay_steps int, max_lr float8,
+                                           min_lr float8, steps int DEFAULT NULL) RETURNS regclass
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION ddx_schedule_constant(name text, lr float8, steps int) RETURNS regclass
-LANGUAGE sql AS $$ SELECT _ddx.schedule_table($1, array_fill($2, ARRAY[$3])) $$;
-
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION ddx_schedule_step(name text, lr float8, step_size int, gamma float8, steps int) RETURNS regclass
-LANGUAGE sql AS $$
-  SELECT _ddx.schedule_table($1, ARRAY(SELECT $2 * $4 ^ (it / $3) FROM generate_series(0, $5 - 1) it ORDER BY it))
-$$;
-
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION ddx_schedule_exponential(name text, lr float8, gamma float8, steps int) RETURNS regclass
-LANGUAGE sql AS $$
-  SELECT _ddx.schedule_table($1, ARRAY(SELECT $2 * $3 ^ it FROM generate_series(0, $4 - 1) it ORDER BY it))
-$$;
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- --- training runs ---------------------------------------------------------
 
@@ -1250,43 +1563,98 @@ $$;
 -- until it has taken `steps`: an interrupted run keeps every finished step,
 -- and CALL again resumes it. The learning rate of step s (1-based) is the
 -- schedule's row s - 1; the schedule must cover every step still to run
--- (checked before the first). Defaults are PyTorch's for the optimizer
--- chosen (weight_decay: AdamW 0.01, Adam and SGD 0). Every step is logged in
--- _ddx.train_log (loss before the step from the step's own pass, gradient
--- norm, learning rate), with a NOTICE every log_every steps.
-CREATE PROCEDURE ddx_train(loss_sql text, params text[], steps int, schedule regclass,
-                           optimizer text DEFAULT 'adamw', weight_decay float8 DEFAULT NULL,
-                           no_decay text[] DEFAULT '{}', max_grad_norm float8 DEFAULT NULL,
-                           momentum float8 DEFAULT 0, state_name text DEFAULT NULL,
-                           log_every int DEFAULT 100, beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999,
-                           eps float8 DEFAULT 1e-8, dampening float8 DEFAULT 0, nesterov boolean DEFAULT false)
+-- with finite rates (checked before the first). Defaults are PyTorch's for
+-- the optimizer chosen (weight_decay: AdamW 0.01, Adam and SGD 0); a setting
+-- of another optimizer (momentum for adamw, betas for sgd) is refused. Every
+-- step is logged in _ddx.train_log (loss before the step from the step's own
+-- pass, gradient norm, learning rate), with a NOTICE of progress (elapsed
+-- time, steps per second, ETA) at its first and last step and every
+-- log_every steps.
+--   One session trains a run at a time: the run is locked for the session
+--   until the CALL ends (a second CALL or step on it is refused, 55P03).
+--   A loss or gradient norm that is not finite stops the run with an error
+--   (22P01), its last step rolled back.
+--   Where it cannot commit (inside BEGIN, in a string of several statements,
+--   from a function or an exception block), it takes every step in the
+--   caller's transaction, which commits or rolls back all of them (a NOTICE
+--   says so).
+CREATE PROCEDURE _ddx.ddx_train(loss_sql text, params text[], steps int, schedule regclass,
+                                optimizer text DEFAULT 'adamw', weight_decay float8 DEFAULT NULL,
+                                no_decay text[] DEFAULT '{}', max_grad_norm float8 DEFAULT NULL,
+                                momentum float8 DEFAULT NULL, state_name text DEFAULT NULL,
+                                log_every int DEFAULT 100, beta1 float8 DEFAULT NULL, beta2 float8 DEFAULT NULL,
+                                eps float8 DEFAULT NULL, dampening float8 DEFAULT NULL, nesterov boolean DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
   tabs _ddx.param_table[];
   run_name text;
+  run_id int;
+  commits boolean;
   done int;
+  first int;
   covered int;
+  bad int;
   lo int;
   hi int;
   lr float8;
   r record;
+  started timestamptz;
+  secs float8;
+  other text;
 BEGIN
   IF optimizer IS NULL OR optimizer NOT IN ('adamw', 'adam', 'sgd') THEN
     RAISE EXCEPTION 'unknown optimizer "%"', optimizer USING ERRCODE = '22023', HINT = 'Use adamw, adam or sgd.';
   END IF;
-  IF log_every IS NULL OR log_every < 1 THEN
-    RAISE EXCEPTION 'log_every must be at least 1' USING ERRCODE = '22023';
+  IF loss_sql IS NULL THEN
+    RAISE EXCEPTION 'loss_sql must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
+  END IF;
+  PERFORM _ddx.check_count('steps', steps, 0);
+  PERFORM _ddx.check_count('log_every', log_every, 1);
+  IF schedule IS NULL THEN
+    RAISE EXCEPTION 'the schedule must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Make one with ddx_schedule_constant, ddx_schedule_warmup_cosine, ...';
+  END IF;
+  -- a setting of another optimizer would be ignored: refused instead
+  other := CASE WHEN optimizer = 'sgd' THEN
+                  CASE WHEN beta1 IS NOT NULL THEN 'beta1' WHEN beta2 IS NOT NULL THEN 'beta2'
+                       WHEN eps IS NOT NULL THEN 'eps' END
+                ELSE CASE WHEN momentum IS NOT NULL THEN 'momentum' WHEN dampening IS NOT NULL THEN 'dampening'
+                          WHEN nesterov IS NOT NULL THEN 'nesterov' END END;
+  IF other IS NOT NULL THEN
+    RAISE EXCEPTION '% is not a setting of %', other, optimizer
+      USING ERRCODE = '22023',
+            DETAIL = CASE WHEN optimizer = 'sgd' THEN 'beta1, beta2 and eps are settings of adam and adamw.'
+                          ELSE 'momentum, dampening and nesterov are settings of sgd.' END,
+            HINT = format('Leave out %s, or choose the optimizer it belongs to (optimizer => ...).', other);
+  END IF;
+  IF (SELECT count(*) FROM pg_catalog.pg_attribute a
+       WHERE a.attrelid = schedule AND a.attnum > 0 AND NOT a.attisdropped
+         AND (a.attname, a.atttypid) IN (('step', 'int4'::regtype), ('lr', 'float8'::regtype))) <> 2 THEN
+    RAISE EXCEPTION '% is not a learning-rate schedule', schedule
+      USING ERRCODE = '22023',
+            DETAIL = 'A schedule is a table with columns step int and lr float8, one row per step from 0.',
+            HINT = 'Make one with ddx_schedule_constant, ddx_schedule_warmup_cosine, ddx_schedule_step or '
+                   'ddx_schedule_exponential.';
   END IF;
   tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);  -- every parameter checked first
   run_name := coalesce(state_name, _ddx.default_run_name(tabs));
+  -- locked before its step count is read: no other session steps it until
+  -- this CALL ends
+  commits := _ddx.nonatomic();
+  run_id := _ddx.run_claim(run_name, optimizer, commits);
   done := coalesce((SELECT f.run_step FROM _ddx.run_refresh(run_name) f), 0);
   IF done >= steps THEN
     RAISE NOTICE 'training run "%" has taken % steps already: nothing to do', run_name, done
       USING HINT = format('CALL ddx_train with more steps to go on, or ddx_run_reset(%L) to start again.', run_name);
+    IF commits THEN
+      PERFORM _ddx.run_unlock(_ddx.run_key(run_name));
+    END IF;
     RETURN;
   END IF;
-  EXECUTE format('SELECT count(*) FILTER (WHERE s.step >= $1 AND s.step < $2 AND s.lr IS NOT NULL), min(s.step), '
-                 'max(s.step) FROM %s s', schedule) INTO covered, lo, hi USING done, steps;
+  EXECUTE format('SELECT count(*) FILTER (WHERE s.step >= $1 AND s.step < $2 AND s.lr IS NOT NULL), '
+                 'min(s.step) FILTER (WHERE s.step >= $1 AND s.step < $2 AND NOT (_ddx.finite(s.lr) AND s.lr >= 0)), '
+                 'min(s.step), max(s.step) FROM %s s', schedule) INTO covered, bad, lo, hi USING done, steps;
   IF covered < steps - done THEN
     RAISE EXCEPTION 'schedule % does not cover steps % to %', schedule, done + 1, steps
       USING ERRCODE = '22023',
@@ -1294,20 +1662,52 @@ BEGIN
                             coalesce(lo::text, '(none)'), coalesce(hi::text, '(none)')),
             HINT = format('Make the schedule at least %s rows long (the steps argument of ddx_schedule_*).', steps);
   END IF;
+  IF bad IS NOT NULL THEN
+    EXECUTE format('SELECT s.lr FROM %s s WHERE s.step = $1', schedule) INTO lr USING bad;
+    RAISE EXCEPTION 'schedule % has learning rate % at step %', schedule, lr, bad + 1
+      USING ERRCODE = '22023', DETAIL = 'A learning rate is a finite number, at least 0.';
+  END IF;
+  IF NOT commits THEN
+    RAISE NOTICE 'ddx_train of run "%" runs in the caller''s transaction: its steps commit or roll back with it',
+                 run_name
+      USING HINT = 'CALL it alone, outside BEGIN ... COMMIT, to commit every step, so that an interrupted run keeps '
+                   'what it has done.';
+  END IF;
+  UPDATE _ddx.run x SET target_step = steps, train_started = clock_timestamp(), train_from = done WHERE x.id = run_id;
+  started := clock_timestamp();
+  first := done;
   WHILE done < steps LOOP
     EXECUTE format('SELECT s.lr FROM %s s WHERE s.step = $1', schedule) INTO lr USING done;
-    SELECT * INTO r FROM _ddx.optimizer_step(optimizer, loss_sql, params, lr, beta1, beta2, eps,
+    SELECT * INTO r FROM _ddx.optimizer_step(optimizer, loss_sql, params, lr, coalesce(beta1, 0.9),
+                                            coalesce(beta2, 0.999), coalesce(eps, 1e-8),
                                             coalesce(weight_decay, CASE WHEN optimizer = 'adamw' THEN 0.01 ELSE 0 END),
-                                            no_decay, max_grad_norm, momentum, dampening, nesterov, run_name);
-    INSERT INTO _ddx.train_log (run, step, loss, grad_norm, lr) VALUES (run_name, r.step, r.loss, r.grad_norm, lr);
-    IF r.step % log_every = 0 OR r.step = 1 THEN
-      RAISE NOTICE 'step % loss % grad norm % lr %', r.step, r.loss, r.grad_norm, lr;
-    END IF;
+                                            no_decay, max_grad_norm, coalesce(momentum, 0), coalesce(dampening, 0),
+                                            coalesce(nesterov, false), run_name);
     done := r.step;
-    COMMIT;
+    IF done % log_every = 0 OR done = first + 1 OR done = steps THEN
+      secs := extract(epoch FROM clock_timestamp() - started);
+      RAISE NOTICE 'training run "%": step %/% loss % grad norm % lr % (% steps/s, elapsed %, ETA %)', run_name,
+                   done, steps, _ddx.g4(r.loss), _ddx.g4(r.grad_norm), _ddx.g4(lr),
+                   _ddx.g4((done - first) / greatest(secs, 1e-9)),
+                   to_char(make_interval(secs => secs), 'HH24:MI:SS'),
+                   to_char(make_interval(secs => (steps - done) * secs / (done - first)), 'HH24:MI:SS');
+    END IF;
+    IF commits THEN
+      COMMIT;
+    END IF;
   END LOOP;
   PERFORM _ddx.run_prune(run_name);
+  IF commits THEN
+    PERFORM _ddx.run_unlock(_ddx.run_key(run_name));
+  END IF;
 END $$;
+CREATE PROCEDURE ddx_train(loss_sql text, params text[], steps int, schedule regclass,
+                           optimizer text DEFAULT 'adamw', weight_decay float8 DEFAULT NULL,
+                           no_decay text[] DEFAULT '{}', max_grad_norm float8 DEFAULT NULL,
+                           momentum float8 DEFAULT NULL, state_name text DEFAULT NULL,
+                           log_every int DEFAULT 100, beta1 float8 DEFAULT NULL, beta2 float8 DEFAULT NULL,
+                           eps float8 DEFAULT NULL, dampening float8 DEFAULT NULL, nesterov boolean DEFAULT NULL)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C;
 
 -- The gradient programs behind a statement, as grad's calls carry them
 -- (EXPLAIN VERBOSE shows them in the calls' arguments), in order of first
@@ -1317,15 +1717,30 @@ CREATE FUNCTION _ddx.statement_programs(statement text) RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
   plan jsonb;
+  progs text[];
 BEGIN
+  IF statement IS NULL THEN
+    RAISE EXCEPTION 'the statement to explain must not be NULL' USING ERRCODE = '22004';
+  END IF;
   EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
-  RETURN QUERY
+  progs := ARRAY(
     SELECT prog FROM (
       SELECT replace(m[1], '''''', '''') AS prog, min(o.n) AS first
         FROM jsonb_path_query(plan, 'strict $.**.Output[*]') WITH ORDINALITY o(v, n),
              regexp_matches(o.v #>> '{}', '_ddx\.grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
        GROUP BY 1) q
-     ORDER BY first;
+     ORDER BY first);
+  IF progs = '{}' THEN
+    RAISE EXCEPTION 'the statement has no gradient program'
+      USING ERRCODE = '22023',
+            DETAIL = 'ddx_explain shows the programs of the grad, vjp, hvp and ddx_value calls written in the '
+                     'statement itself, not of those inside the functions it calls (ddx_adamw_step, ddx_train, '
+                     'ddx_backward, a function of yours).',
+            HINT = 'SET ddx.show_sql = on and take a step: an error then shows the step''s statement, which '
+                   'ddx_explain takes; or explain the loss''s own statement: WITH loss AS (...) SELECT '
+                   'grad(''loss'', w.val) FROM w.';
+  END IF;
+  RETURN QUERY SELECT unnest(progs);
 END $$;
 
 -- EXPLAIN (options) of a program as the runner plans it: its settings, and
@@ -1342,7 +1757,7 @@ CREATE FUNCTION _ddx.explain_program(program text, options text) RETURNS SETOF t
 -- planned inside its reader). Over Citus tables, Citus plans the program as
 -- distributed subplans, not a plan node per step: rows and ms stay NULL
 -- there, nothing runs, and ddx_explain_plan shows the subplans.
-CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
+CREATE FUNCTION _ddx.ddx_explain(statement text, run_analyze boolean DEFAULT false)
 RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -1400,7 +1815,7 @@ END $$;
 -- shows where the work runs: each distributed subplan, its tasks and the
 -- workers they ran on, and with run_analyze the bytes of each intermediate
 -- result ("Intermediate Data Size"), which is what crosses the network.
-CREATE FUNCTION ddx_explain_plan(statement text, run_analyze boolean DEFAULT false)
+CREATE FUNCTION _ddx.ddx_explain_plan(statement text, run_analyze boolean DEFAULT false)
 RETURNS TABLE (program int, line text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -1415,3 +1830,55 @@ BEGIN
     END LOOP;
   END LOOP;
 END $$;
+CREATE FUNCTION ddx_explain(statement text, run_analyze boolean DEFAULT false)
+RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION ddx_explain_plan(statement text, run_analyze boolean DEFAULT false)
+RETURNS TABLE (program int, line text)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- --- what \df+ and \dv+ say --------------------------------------------------
+
+COMMENT ON FUNCTION grad("any", "any") IS
+  'grad(loss, t.col): the derivative of the loss (a CTE or view named as a string, or a scalar subquery) with respect to column col of this row of table t';
+COMMENT ON FUNCTION vjp("any", "any", "any") IS
+  'vjp(out, cotangent, t.col): the gradient of the sum over out''s rows of each value times its cotangent (relations named as strings), at this row of t';
+COMMENT ON FUNCTION jvp("any", VARIADIC text[]) IS
+  'jvp(o.v, ''w.val'', ''tangent_w'', ...): forward mode, the derivative of column v of this row of o along the tangent relations';
+COMMENT ON FUNCTION hvp("any", "any", VARIADIC text[]) IS
+  'hvp(loss, t.col, ''w.val'', ''tangent_w'', ...): the Hessian of the loss times the tangents, at this row of t';
+COMMENT ON FUNCTION ddx_value("any") IS
+  'ddx_value(loss): the value of a loss, from the same pass as the statement''s grad calls of it (alone: under ddx''s plan settings)';
+COMMENT ON FUNCTION stop_gradient(float8) IS 'stop_gradient(x): x, held constant by every derivative (of every order)';
+COMMENT ON FUNCTION ddx_stop_gradient(float8) IS 'ddx_stop_gradient(x): x, held constant by every derivative (alias of stop_gradient)';
+COMMENT ON FUNCTION ddx_gradcheck(text, regclass, name, float8, int, int) IS
+  'ddx_gradcheck(loss_sql, table, column [, eps, sample, step]): ddx''s gradient against central finite differences, row by row; step binds $1 of a training loss';
+COMMENT ON FUNCTION ddx_backward(text, text[], text[]) IS
+  'ddx_backward(loss_sql, params [, grad_tables]): one backward pass into a gradient table per parameter table (<table>_grad by default)';
+COMMENT ON FUNCTION ddx_adamw_step(text, text[], float8, float8, float8, float8, float8, text[], float8, text, boolean) IS
+  'ddx_adamw_step(loss_sql, params, lr, ...): one torch.optim.AdamW step (Adam with decoupled => false) of a training run, in the caller''s transaction';
+COMMENT ON FUNCTION ddx_sgd_step(text, text[], float8, float8, float8, float8, boolean, float8, text, text[]) IS
+  'ddx_sgd_step(loss_sql, params, lr, ...): one torch.optim.SGD step (momentum, dampening, Nesterov, weight decay) of a training run, in the caller''s transaction';
+COMMENT ON PROCEDURE ddx_train(text, text[], int, regclass, text, float8, text[], float8, float8, text, int, float8, float8,
+                               float8, float8, boolean) IS
+  'CALL ddx_train(loss_sql, params, steps, schedule, ...): trains a run until it has taken steps, committing each step (resumable), with progress NOTICEs every log_every steps';
+COMMENT ON FUNCTION ddx_schedule_constant(text, float8, int) IS
+  'ddx_schedule_constant(name, lr, steps): a learning-rate schedule table (step, lr) of steps rows, all lr';
+COMMENT ON FUNCTION ddx_schedule_step(text, float8, int, float8, int) IS
+  'ddx_schedule_step(name, lr, step_size, gamma, steps): torch''s StepLR as a schedule table of steps rows';
+COMMENT ON FUNCTION ddx_schedule_exponential(text, float8, float8, int) IS
+  'ddx_schedule_exponential(name, lr, gamma, steps): torch''s ExponentialLR as a schedule table of steps rows';
+COMMENT ON FUNCTION ddx_schedule_warmup_cosine(text, int, int, float8, float8, int) IS
+  'ddx_schedule_warmup_cosine(name, warmup_steps, decay_steps, max_lr, min_lr [, steps]): nanoGPT''s get_lr as a schedule table';
+COMMENT ON FUNCTION ddx_run_reset(text) IS 'ddx_run_reset(run): the run starts again from step 0 (its state, log and step count forgotten)';
+COMMENT ON FUNCTION ddx_run_drop(text) IS 'ddx_run_drop(run): the run, its optimizer state and its log, dropped';
+COMMENT ON FUNCTION ddx_run_copy(text, text) IS 'ddx_run_copy(source, target): a new run that continues from where source is';
+COMMENT ON FUNCTION ddx_state(text, text) IS
+  'ddx_state(run, ''table.column''): the optimizer state a run keeps per parameter row (key as jsonb, step, m, v, buf)';
+COMMENT ON FUNCTION ddx_explain(text, boolean) IS
+  'ddx_explain(statement [, run_analyze]): the gradient programs behind a statement, step by step (with rows and times)';
+COMMENT ON FUNCTION ddx_explain_plan(text, boolean) IS
+  'ddx_explain_plan(statement [, run_analyze]): EXPLAIN (ANALYZE) of each gradient program behind a statement, as ddx plans it';
+COMMENT ON VIEW ddx_runs IS
+  'ddx training runs the current role may see: step, parameters, last loss, and while one trains, its process, rate and ETA';
+COMMENT ON VIEW ddx_train_log IS 'one row per step of every ddx training run the current role may see: loss, gradient norm, lr';

@@ -98,6 +98,15 @@ SQL
 )
 echo "$out"
 if [ "$(echo "$out" | tr '\n' ' ')" = "ERROR:  55000 6 " ]; then passed=$((passed + 1)); echo ok; else failed=$((failed + 1)); echo FAILED; fi
+# ... and the training functions work from a session's first statement (their
+# C shim loads the library before their body prepares a grad statement)
+psql -X -q -d contrib_regression -c "SELECT ddx_schedule_constant('np_lr', 0.1, 5)" >/dev/null
+out=$(psql -X -At -d contrib_regression -c "SELECT step FROM ddx_adamw_step('SELECT sum(val * val) FROM public.np', ARRAY['public.np.val'], 0.1, state_name => 'np_step')" 2>&1)
+out="$out $(psql -X -At -d contrib_regression -c "CALL ddx_train('SELECT sum(val * val) FROM public.np', ARRAY['public.np.val'], 2, 'np_lr', state_name => 'np_train')" 2>&1 | grep -c ERROR)"
+out="$out $(psql -X -At -d contrib_regression -c "SELECT step FROM ddx_runs WHERE name = 'np_train'" 2>&1)"
+echo "$out"
+if [ "$out" = "1 0 2" ]; then passed=$((passed + 1)); echo ok; else failed=$((failed + 1)); echo FAILED; fi
+psql -X -q -d contrib_regression -c "SELECT ddx_run_drop(name) FROM ddx_runs WHERE name IN ('np_step', 'np_train')" >/dev/null
 sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'ddx'/" "$DATA/postgresql.conf"
 scripts/pg.sh restart
 

@@ -2,6 +2,7 @@
 #include "ddx/pg/contraction_node.h"
 #include "ddx/pg/hook.h"
 #include "ddx/pg/runner.h"
+#include "ddx/pg/sql_api.h"
 
 extern "C" {
 #include "postgres.h"
@@ -15,6 +16,7 @@ void _PG_init(void) {
   ddx::pg::DefineRunnerSettings();
   ddx::pg::InstallHook();
   ddx::pg::InstallContraction();
+  ddx::pg::InstallSqlApi();
   // Statements parsed before the library was loaded still hold grad() as
   // written; dropping cached plans makes them parse again, through the hook.
   ResetPlanCache();

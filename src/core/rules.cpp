@@ -108,8 +108,8 @@ const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { re
 const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); }, ExtremumPartial,
                   true};
 
-const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,      &kExp,  &kLn,   &kLog10,
-                              &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,      &kAsin, &kAcos, &kAtan,
+const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,  &kExp,      &kLn,   &kLog10,
+                              &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,  &kAsin,     &kAcos, &kAtan,
                               &kSinh, &kCosh, &kTanh, &kCast, &kStop, &kSign, &kGreatest, &kLeast};
 
 }  // namespace

@@ -118,17 +118,21 @@ bool LookupOids() {
       o.value = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_value"))), 1, any2, true);
       o.grad_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 5, at, true);
       Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
-      o.grad_at_params = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 6, atp, true);
+      o.grad_at_params =
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 6, atp, true);
       Oid key[5] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID};
-      o.grad_key = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 5, key, true);
+      o.grad_key =
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 5, key, true);
       Oid keyp[6] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID, ANYOID};
       o.grad_key_params =
           LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 6, keyp, true);
       Oid jv[2] = {ANYOID, TEXTARRAYOID};
       o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
       Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};
-      o.jvp_rows = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 1, t1, true);
-      o.jvp_rows_params = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 2, t2, true);
+      o.jvp_rows =
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 1, t1, true);
+      o.jvp_rows_params =
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_rows"))), 2, t2, true);
       Oid hv[3] = {ANYOID, ANYOID, TEXTARRAYOID};
       o.hvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("hvp"))), 3, hv, true);
       o.jvp_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("jvp_at"))), 1, f8, true);
@@ -1008,7 +1012,8 @@ void RefuseUnread(const std::vector<GradCall> &calls, int g, const std::vector<P
       for (size_t i = 0; i < opaque.size(); i++) fns += (i ? ", " : "") + opaque[i];
       throw Error(sqlstate::kFeatureNotSupported, "ddx cannot see into " + opaque[0] + ", which the loss calls",
                   "The loss reads table " + table + " nowhere else, so it could reach " + params[p].attname +
-                      " only inside what ddx cannot differentiate (" + fns + "), whose part of the loss would get no "
+                      " only inside what ddx cannot differentiate (" + fns +
+                      "), whose part of the loss would get no "
                       "gradient.",
                   "Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one "
                   "SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).",
@@ -1079,7 +1084,8 @@ void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
           throw Error(sqlstate::kInvalidParameterValue, "the loss must be one row and one number");
         std::vector<Tangent> tangents = PairTangents(first->fe, first->stack, static_cast<int>(first->stack.size()) - 1,
                                                      scopes, ref.hvp, tparams, stop_oids);
-        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate, oids.stop_sql), tf.ExternParams());
+        Query *sub = AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate, oids.stop_sql),
+                                       tf.ExternParams());
         RelP rel = tr.TranslateQuery(sub, nullptr);  // (c0, t0): the loss and its tangent
         auto t0 = std::make_shared<ddx::Expr>();
         t0->kind = ExprKind::Col;

@@ -78,7 +78,7 @@ struct Translator::Ctx {
   // become columns; nothing else may reference the input.
   const std::vector<Node *> *group_exprs = nullptr;
   const std::vector<Node *> *aggrefs = nullptr;
-  const std::vector<AggOut> *agg_outs = nullptr;  // per aggref: its value over the aggregate's columns
+  const std::vector<AggOut> *agg_outs = nullptr;               // per aggref: its value over the aggregate's columns
   const std::map<const SubLink *, int> *scalars = nullptr;     // scalar sublink -> column
   const std::map<const WindowFunc *, int> *windows = nullptr;  // window function -> column
   const std::vector<ExprP> *sublink_params = nullptr;          // PARAM_SUBLINK id-1 -> value
@@ -1057,8 +1057,8 @@ RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std:
       if (list_length(rte->functions) == 1 && !rte->funcordinality &&
           IsA(linitial_node(RangeTblFunction, rte->functions)->funcexpr, FuncExpr)) {
         Oid fid = castNode(FuncExpr, linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid;
-        Query *sub = std::find(inlining_.begin(), inlining_.end(), fid) == inlining_.end() ? InlinedSetReturning(rte)
-                                                                                             : nullptr;
+        Query *sub =
+            std::find(inlining_.begin(), inlining_.end(), fid) == inlining_.end() ? InlinedSetReturning(rte) : nullptr;
         if (sub) {
           inlining_.push_back(fid);
           try {
@@ -1503,7 +1503,8 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
         means->inputs = {MakeProject(rel, means_in)};
         int nrel = static_cast<int>(rel->cols.size());
         std::vector<ExprP> on;
-        for (int k = 0; k < means->nkeys; k++) on.push_back(NullSafeEquals(pre_exprs[k], MakeCol(nrel + k, 0, means->cols[k])));
+        for (int k = 0; k < means->nkeys; k++)
+          on.push_back(NullSafeEquals(pre_exprs[k], MakeCol(nrel + k, 0, means->cols[k])));
         rel = MakeJoin(rel, means, JoinKind::Inner, AndAll(on));
       }
       RelP agg = NewRel(RelKind::Aggregate);
@@ -1699,9 +1700,9 @@ Translator::AggPlan Translator::PlanAggregate(Aggref *ar, const Ctx &c) {
     const char *name;
     Spread spread;
     bool root;
-  } kSpreads[] = {{"var_pop", Spread::Population, false},     {"var_samp", Spread::Sample, false},
-                  {"variance", Spread::Sample, false},        {"stddev_pop", Spread::Population, true},
-                  {"stddev_samp", Spread::Sample, true},      {"stddev", Spread::Sample, true}};
+  } kSpreads[] = {{"var_pop", Spread::Population, false}, {"var_samp", Spread::Sample, false},
+                  {"variance", Spread::Sample, false},    {"stddev_pop", Spread::Population, true},
+                  {"stddev_samp", Spread::Sample, true},  {"stddev", Spread::Sample, true}};
   bool floats = pl.arg && (pl.arg->type.sql == "pg_catalog.float8" || pl.arg->type.sql == "pg_catalog.float4");
   for (const auto &k : kSpreads)
     if (fi.builtin && floats && fi.name == k.name) {
@@ -1786,8 +1787,8 @@ ExprP Translator::Expr(Node *n, const Ctx &c) {
       bool stop = std::find(stop_oids_.begin(), stop_oids_.end(), f->funcid) != stop_oids_.end();
       FuncInfo fi = Func(f->funcid);
       if (!stop && fi.sql && !fi.retset)
-        if (ExprP body = Inlined(f->funcid, f->funcresulttype, f->funccollid, f->inputcollid, f->args,
-                                 f->funcvariadic, c))
+        if (ExprP body =
+                Inlined(f->funcid, f->funcresulttype, f->funccollid, f->inputcollid, f->args, f->funcvariadic, c))
           return body;
       std::vector<ExprP> args;
       ListCell *lc;

@@ -12,10 +12,17 @@
   from several sessions at once: no interference.
 - A concurrent writer to the parameter table: the gradient matches the
   statement's snapshot, in READ COMMITTED and in REPEATABLE READ.
+- One session trains a run at a time: two CALL ddx_train of one run at once
+  end with exactly the steps asked for (the second is refused, 55P03, or
+  finds nothing to do), a step on a run another transaction is stepping is
+  refused, ddx_runs shows the training session, its rate and ETA, and a
+  cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
+  time, steps/s and ETA.
 
 Closes with "faults: N passed, N failed".
 """
 import os
+import re
 import signal
 import sys
 import threading
@@ -260,6 +267,141 @@ def concurrent_writer():
     writer.close()
 
 
+RUN = """
+CREATE TABLE rw (f int PRIMARY KEY, val float8);
+CREATE TABLE rw2 (f int PRIMARY KEY, val float8);
+CREATE TABLE rx (s int, f int, val float8);
+CREATE TABLE ry (s int PRIMARY KEY, val float8);
+INSERT INTO rx SELECT s, f, sin(s * 7 + f * 3) FROM generate_series(1, 400) s, generate_series(1, 4) f;
+INSERT INTO ry SELECT s, cos(s) FROM generate_series(1, 400) s;
+SELECT ddx_schedule_constant('rsched', 0.01, 100000);
+"""
+RLOSS = ("WITH z AS (SELECT rx.s, sum(rx.val * {w}.val) AS z FROM rx JOIN {w} ON {w}.f = rx.f GROUP BY rx.s) "
+         "SELECT avg(power(z.z - ry.val, 2)) FROM z JOIN ry ON ry.s = z.s")
+PROGRESS = re.compile(r'training run "(\S+)": step (\d+)/(\d+) loss \S+ grad norm \S+ lr \S+ '
+                      r'\(\S+ steps/s, elapsed \d\d:\d\d:\d\d, ETA \d\d:\d\d:\d\d\)')
+
+
+def one_trainer_per_run():
+    conn = connect()
+    q(conn, RUN)
+
+    def init(table):
+        q(conn, f"DELETE FROM {table}; INSERT INTO {table} SELECT f, 0.1 * f FROM generate_series(1, 4) f")
+
+    def call(c, table, steps, run):
+        q(c, "CALL ddx_train(%s, %s, %s, 'rsched', state_name => %s, log_every => 1000)",
+          (RLOSS.format(w=table), [f"{table}.val"], steps, run))
+
+    # the oracle: the same 10 steps, alone
+    init("rw2")
+    call(conn, "rw2", 10, "alone")
+    want = q(conn, "SELECT f, val FROM rw2 ORDER BY f")
+    # two CALLs of one run at once, three times
+    ok, detail = True, ""
+    for attempt in range(3):
+        q(conn, "SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = 'race'")
+        init("rw")
+        barrier = threading.Barrier(2)
+        outcomes = []
+
+        def racer():
+            c = connect()
+            c.notices.clear()
+            barrier.wait()
+            try:
+                call(c, "rw", 10, "race")
+                outcomes.append("nothing" if any("nothing to do" in n for n in c.notices) else "trained")
+            except psycopg2.Error as e:
+                outcomes.append(e.pgcode)
+            c.close()
+        ts = [threading.Thread(target=racer) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        step = q(conn, "SELECT step FROM ddx_runs WHERE name = 'race'")[0][0]
+        logged = q(conn, "SELECT array_agg(step ORDER BY step) FROM ddx_train_log WHERE run = 'race'")[0][0]
+        got = q(conn, "SELECT f, val FROM rw ORDER BY f")
+        this = (step == 10 and logged == list(range(1, 11)) and got == want and
+                sorted(outcomes) in (["55P03", "trained"], ["nothing", "trained"]))
+        if not this:
+            ok, detail = False, f"try {attempt + 1}: step {step}, log {logged}, outcomes {outcomes}"
+    report("two CALL ddx_train(..., 10) of one run at once: step 10, as trained alone", ok, detail)
+
+    # a step on a run that another transaction is stepping: refused, not waiting
+    a, b = connect(), connect()
+    q(a, "BEGIN")
+    q(a, "SELECT ddx_adamw_step(%s, ARRAY['rw.val'], 0.01, state_name => 'held')", (RLOSS.format(w="rw"),))
+    t0 = time.time()
+    try:
+        q(b, "SELECT ddx_adamw_step(%s, ARRAY['rw.val'], 0.01, state_name => 'held')", (RLOSS.format(w="rw"),))
+        code = None
+    except psycopg2.Error as e:
+        code = e.pgcode
+    waited = time.time() - t0
+    q(a, "COMMIT")
+    step = q(b, "SELECT step FROM ddx_adamw_step(%s, ARRAY['rw.val'], 0.01, state_name => 'held')",
+             (RLOSS.format(w="rw"),))[0][0]
+    report("a step on a run another transaction steps is refused at once (55P03), and goes on after",
+           code == "55P03" and waited < 5 and step == 2, f"{code} after {waited:.1f} s, then step {step}")
+
+    # ddx_runs shows the session training a run, its rate and ETA; a second
+    # CALL is refused; a cancelled CALL leaves the run free
+    trainer = connect()
+    pid = q(trainer, "SELECT pg_backend_pid()")[0][0]
+    failure = []
+
+    def train_long():
+        try:
+            call(trainer, "rw", 100000, "long")
+        except psycopg2.Error as e:
+            failure.append(e.pgcode)
+    t = threading.Thread(target=train_long)
+    t.start()
+    seen = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        r = q(b, "SELECT training_pid, steps_per_second, eta, target_step FROM ddx_runs WHERE name = 'long'")
+        if r and r[0][0] is not None and r[0][1] and r[0][2] is not None:
+            seen = r[0]
+            break
+        time.sleep(0.2)
+    try:
+        call(b, "rw", 5, "long")
+        second = None
+    except psycopg2.Error as e:
+        second = e.pgcode
+    q(b, "SELECT pg_cancel_backend(%s)", (pid,))
+    t.join(60)
+    free = q(b, "SELECT training_pid FROM ddx_runs WHERE name = 'long'")[0][0]
+    before = q(b, "SELECT step FROM ddx_runs WHERE name = 'long'")[0][0]
+    call(b, "rw", before + 2, "long")
+    after = q(b, "SELECT step FROM ddx_runs WHERE name = 'long'")[0][0]
+    report("ddx_runs shows the training session, its rate and ETA; a second CALL is refused; a cancel frees the run",
+           seen is not None and seen[0] == pid and seen[1] > 0 and seen[3] == 100000 and second == "55P03" and
+           failure == ["57014"] and free is None and after == before + 2,
+           f"seen {seen}, second {second}, cancel {failure}, then pid {free}, steps {before} -> {after}")
+
+    # progress NOTICEs: elapsed time, steps/s, ETA at the first and last step
+    # and every log_every; where the CALL cannot commit, a NOTICE says so
+    c = connect()
+    c.notices.clear()
+    q(c, "CALL ddx_train(%s, %s, 10, 'rsched', state_name => 'progress', log_every => 4)",
+      (RLOSS.format(w="rw"), ["rw.val"]))
+    steps = [int(m.group(2)) for m in (PROGRESS.search(n) for n in c.notices) if m and m.group(1) == "progress"]
+    c.notices.clear()
+    q(c, "BEGIN")
+    q(c, "CALL ddx_train(%s, %s, 12, 'rsched', state_name => 'progress', log_every => 100)",
+      (RLOSS.format(w="rw"), ["rw.val"]))
+    q(c, "ROLLBACK")
+    inside = any("runs in the caller's transaction" in n for n in c.notices)
+    report("progress NOTICEs at steps 1, 4, 8, 10 with elapsed time, steps/s and ETA; a NOTICE inside BEGIN",
+           steps == [1, 4, 8, 10] and inside, f"{steps}, inside {inside}: {c.notices[-3:]}")
+    for x in (a, b, c, trainer, conn):
+        x.close()
+
+
 def main():
     admin = psycopg2.connect(dbname="postgres")
     admin.autocommit = True
@@ -267,7 +409,8 @@ def main():
     admin.cursor().execute(f"CREATE DATABASE {DB}")
     admin.close()
     setup(connect())
-    for test in (interrupted_backward, concurrent_sessions, concurrent_writer, crash_during_training):
+    for test in (interrupted_backward, concurrent_sessions, concurrent_writer, one_trainer_per_run,
+                 crash_during_training):
         try:
             test()
         except Exception as e:
