@@ -7,7 +7,9 @@ Usage: soak.py [--queries N] [--seed S] [--verbose]
 Each case makes small random tables p (the parameters) and d (data) in one of
 several data modes (plain, ties, a third NULLs, duplicate rows, extreme
 values, thousands of rows), generates a random loss over them (joins on shared
-keys, filters, GROUP BY aggregates, CTEs read once or twice, UNION ALL,
+keys, filters, GROUP BY aggregates (with FILTER; var_pop, var_samp),
+CTEs read once or twice, UNION ALL, inlinable SQL helpers (scalar, with
+named and default arguments, and set-returning over p), a plpgsql filter,
 EXISTS, CASE/GREATEST kinks, softmax by GROUP BY and by windows, window
 aggregates over partitions, ORDER BY frames (ROWS, RANGE, GROUPS, EXCLUDE), lag/lead,
 top-k by row_number/rank/dense_rank, sums, averages and counts over joins) and
@@ -110,26 +112,45 @@ def scalar(a, b, depth=0):
         f"tanh({x})", f"sin({x})", f"power({x}, 2)", f"sqrt(1 + {x} * {x})", f"ln(1 + {x} * {x})",
         f"abs({x})", f"greatest({x}, {y})", f"least({x}, 0.3)",
         f"CASE WHEN {x} > {y} THEN {x} * 2 ELSE {y} END", f"coalesce({x}, 0.25)", f"exp(tanh({x}))",
+        # SQL helpers that PostgreSQL inlines (HELPERS), named and default arguments
+        f"soak_sq({x})", f"soak_mix({x}, {y})", f"soak_mix(b => {y}, a => {x})", f"soak_mix({x})",
     ])
 
 
 SWAP = False  # spell every join with its sides swapped (the join-order relation)
 
+# A user's helper functions: SQL ones that PostgreSQL inlines (a helper
+# calling a helper, a default argument; a set-returning one reading p, whose
+# body names p unqualified), and a plpgsql filter ddx calls as it is.
+HELPERS = """
+SET check_function_bodies = off;  -- (soak_rows reads p, which each case makes)
+CREATE FUNCTION soak_sq(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT x * x';
+CREATE FUNCTION soak_mix(a float8, b float8 DEFAULT 0.5) RETURNS float8 LANGUAGE sql IMMUTABLE
+  AS 'SELECT soak_sq(a) / (1 + soak_sq(b)) + a';
+CREATE FUNCTION soak_rows(c float8) RETURNS TABLE (k int, g int, v float8) LANGUAGE sql STABLE
+  AS 'SELECT k, g, val * c FROM p';
+CREATE FUNCTION soak_keep(k int) RETURNS boolean LANGUAGE plpgsql STABLE AS 'BEGIN RETURN k IS DISTINCT FROM 2; END';
+"""
+
 
 def relation(depth):
     if depth <= 0 or R.random() < 0.25:
-        t = R.choice(["p", "p", "d"])
+        t = R.choice(["p", "p", "d", "soak_rows"])
+        if t == "soak_rows":  # a set-returning SQL function over p, inlined
+            return "SELECT t.k, t.g, t.v FROM soak_rows(1.5) t", True
         return f"SELECT {t}.k, {t}.g, {t}.val AS v FROM {t}", t == "p"
     kind = R.choice(["join", "join", "filter", "group", "group", "union", "cte2", "exists", "softmax", "left",
                      "window", "wsoftmax", "wlse", "glse", "frame", "shift", "topk", "contract", "contract"])
     a, pa = relation(depth - 1)
     if kind == "filter":
-        cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL"])
+        cond = R.choice(["r.k > 0", "r.v > 0.1", "r.g <> 1", "r.k IS NOT NULL", "soak_keep(r.k)"])
         return f"SELECT r.k, r.g, {scalar('r.v', 'r.v')} AS v FROM ({a}) r WHERE {cond}", pa
     if kind == "group":
-        agg = R.choice(["sum", "avg", "max", "min", "sum"])
+        agg = R.choice(["sum", "avg", "max", "min", "sum", "var_pop", "var_samp"])
         key = R.choice(["k", "g"])
-        return f"SELECT r.{key} AS k, 0 AS g, {agg}({scalar('r.v', 'r.v')}) AS v FROM ({a}) r GROUP BY r.{key}", pa
+        filt = R.choice(["", "", "", " FILTER (WHERE r.g <> 1)", " FILTER (WHERE r.v > 0)", " FILTER (WHERE soak_keep(r.k))"])
+        return (f"SELECT r.{key} AS k, 0 AS g, {agg}({scalar('r.v', 'r.v')}){filt} AS v FROM ({a}) r "
+                f"GROUP BY r.{key}"), pa
     if kind == "window":
         agg = R.choice(["sum", "avg", "max", "min", "count"])
         part = R.choice(["PARTITION BY r.g", "PARTITION BY r.k", ""])
@@ -500,6 +521,7 @@ def main():
     admin.cursor().execute("CREATE DATABASE ddx_soak")
     conn = connect()
     conn.cursor().execute("CREATE EXTENSION ddx")
+    conn.cursor().execute(HELPERS)
     passed = failed = refused = 0
     t0 = time.time()
     for i in range(args.queries):

@@ -176,7 +176,21 @@ def layer_norm_and_gelu():
     tw, tg_, tb = t(w), t(g), t(b)
     y = torch.nn.functional.layer_norm(torch.tensor(X) * tw, (f,), tg_, tb, eps=1e-5)
     (y * torch.tensor(T)).sum().backward()
-    check("layer norm", ours, {"w": tw.grad.numpy(), "g": tg_.grad.numpy(), "b": tb.grad.numpy()})
+    want = {"w": tw.grad.numpy(), "g": tg_.grad.numpy(), "b": tb.grad.numpy()}
+    check("layer norm", ours, want)
+    # the same with var_pop, and with stddev_pop, as users write them
+    for spread, norm in (("var_pop(h) AS var", "sqrt(st.var + 1e-5)"),
+                         ("stddev_pop(h) AS sd", "sqrt(st.sd * st.sd + 1e-5)")):
+        spelled = ctes.replace("avg(h * h) - avg(h) * avg(h) AS var", spread).replace("sqrt(st.var + 1e-5)", norm)
+        check(f"layer norm, {spread.split('(')[0]}", ddx_grads(spelled, {"w": ["j"], "g": ["j"], "b": ["j"]}), want)
+    # a mean over the even features only, FILTER (WHERE ...)
+    ctes = """h AS (SELECT x.i AS s, x.j, x.val * w.val AS h FROM x JOIN w ON w.j = x.j),
+              m AS (SELECT s, avg(h * h) FILTER (WHERE j % 2 = 0) AS m FROM h GROUP BY s),
+              loss AS (SELECT sum(m.m * tg.val) AS l FROM m JOIN tg ON tg.i = m.s AND tg.j = 0)"""
+    tw = t(w)
+    h = torch.tensor(X) * tw
+    ((h[:, 0::2] ** 2).mean(dim=1) * torch.tensor(T[:, 0])).sum().backward()
+    check("mean with FILTER", ddx_grads(ctes, {"w": ["j"]}), {"w": tw.grad.numpy()})
 
     ctes = """h AS (SELECT x.i AS s, x.j, x.val * w.val AS h FROM x JOIN w ON w.j = x.j),
               y AS (SELECT s, j, 0.5 * h * (1 + tanh(sqrt(2 / pi()) * (h + 0.044715 * power(h, 3)))) AS y FROM h),
@@ -186,6 +200,12 @@ def layer_norm_and_gelu():
     y = torch.nn.functional.gelu(torch.tensor(X) * tw, approximate="tanh")
     (y * torch.tensor(T)).sum().backward()
     check("tanh-GELU", ours, {"w": tw.grad.numpy()})
+    # the same as a user's SQL helper that PostgreSQL inlines, calling another
+    psql("""CREATE OR REPLACE FUNCTION cube3(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT x * x * x';
+            CREATE OR REPLACE FUNCTION gelu(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE
+              AS 'SELECT 0.5 * x * (1 + tanh(sqrt(2 / pi()) * (x + 0.044715 * cube3(x))))';""")
+    helper = ctes.replace("0.5 * h * (1 + tanh(sqrt(2 / pi()) * (h + 0.044715 * power(h, 3))))", "gelu(h)")
+    check("tanh-GELU as an inlined SQL helper", ddx_grads(helper, {"w": ["j"]}), {"w": tw.grad.numpy()})
 
 
 def embedding():
