@@ -94,6 +94,14 @@ max_prepared_transactions = 60
 # ran, and the same forward took 34 to 190 ms by how many it opened; with
 # 16 kept, 36 to 49; bench/citus.py)
 citus.max_cached_conns_per_worker = 16
+# (a connection that reaches a worker while it shuts down gets a "dead-end"
+# child that waits for the client's startup packet; PostgreSQL 15 neither
+# signals nor waits less for it than authentication_timeout, 60 s by
+# default, so an immediate stop of a worker that a training step was
+# connecting to took exactly 60 s, as long as pg_ctl waits, and failed now
+# and then: "pg_ctl: server does not shut down". Local trust auth needs
+# no more than this.)
+authentication_timeout = 5s
 CONF
     "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$d" -l "$d/server.log" -w start >/dev/null
     PGHOST=$SOCK PGPORT=${PORTS[$i]} PGUSER=$DBUSER psql -X -q -d postgres -v ON_ERROR_STOP=1 \
@@ -115,14 +123,32 @@ stop() {
   return 0
 }
 
-# A worker stopped as by a crash (-m immediate), and started again.
+# A worker stopped as by a crash (-m immediate), and started again. Each
+# bounded: where pg_ctl gives up (30 s), what the server was doing is shown,
+# its processes are killed and the exit status is 1.
 node() {
-  local i=${2:-}
+  local i=${2:-} d pid
   [[ "$i" =~ ^[12]$ ]] || { echo "usage: $0 $1 1|2" >&2; exit 2; }
+  d=$BASE/$i
   if [ "$1" = node-stop ]; then
-    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$BASE/$i" -m immediate -w stop >/dev/null
+    pid=$(head -1 "$d/postmaster.pid" 2>/dev/null || true)
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$d" -m immediate -w -t 30 stop >"$d.stop.log" 2>&1 && return 0
+    echo "worker $i did not stop within 30 s:" >&2
+    cat "$d.stop.log" >&2
+    [ -n "$pid" ] && ps -o pid,stat,etime,wchan:20,cmd --ppid "$pid" -p "$pid" >&2 || true
+    tail -15 "$d/server.log" >&2
+    if [ -n "$pid" ]; then
+      pkill -KILL -P "$pid" 2>/dev/null || true
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    return 1
   else
-    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$BASE/$i" -l "$BASE/$i/server.log" -w start >/dev/null
+    "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$d" -l "$d/server.log" -w -t 60 start >"$d.start.log" 2>&1 && return 0
+    echo "worker $i did not start:" >&2
+    cat "$d.start.log" >&2
+    tail -15 "$d/server.log" >&2
+    return 1
   fi
 }
 

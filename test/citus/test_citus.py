@@ -429,11 +429,39 @@ def placements(cur, table):
     return out
 
 
+def node(action, n):
+    """scripts/citus.sh node-stop|node-start n, bounded (the script gives up
+    after 30 s, and this after 120): whether it worked; where not, a failed
+    check with what the script said, not a crash of the harness."""
+    try:
+        r = subprocess.run([CITUS_SH, action, str(n)], capture_output=True, text=True, timeout=120)
+        ok, said = r.returncode == 0, (r.stdout + r.stderr).strip()
+    except subprocess.TimeoutExpired as e:
+        ok, said = False, f"timed out after {e.timeout} s"
+    if not ok:
+        report(f"{action} {n}", False, said[-2000:])
+    return ok
+
+
 def fault_run(cur):
     """A worker stopped (as by a crash) in the middle of a committing
     training run: the step fails, what was committed is consistent on every
     placement, and after the worker returns the run resumes and ends where
-    the same run on plain tables, never interrupted, ends."""
+    the same run on plain tables, never interrupted, ends. Every step is
+    bounded, and a step that fails is reported as a failed check; the worker
+    is started again whatever happened."""
+    worker = {"down": False}
+    try:
+        fault_steps(cur, worker)
+    except Exception as e:  # (a failed check, not a crash: the other checks have run)
+        report("the fault run", False, f"{type(e).__name__}: {str(e).strip()[:500]}")
+    finally:
+        if worker["down"]:
+            node("node-start", 2)
+
+
+def fault_steps(cur, worker):
+    """The fault run's steps (see fault_run); worker["down"] while worker 2 is."""
     steps = 80
     cur.execute("SELECT ddx_run_drop(r.name) FROM ddx_runs r WHERE r.name IN ('fault', 'faultplain')")  # a rerun
     f, pf = make_world(cur, "_f"), make_world(cur, "_pf")
@@ -461,7 +489,10 @@ def fault_run(cur):
         if cur.fetchone()[0] >= 3:
             break
         time.sleep(0.05)
-    subprocess.run([CITUS_SH, "node-stop", "2"], check=True)
+    worker["down"] = True  # (also where the stop failed: the script killed it)
+    if not node("node-stop", 2):
+        th.join(180)
+        return
     th.join(180)
     e = failure[0] if failure else None
     # (Citus's SQLSTATE: 08006 where it finds the connection gone, XX000
@@ -477,7 +508,9 @@ def fault_run(cur):
     logged = cur.fetchone()
     report(f"the run's committed steps ({committed}) are the steps logged", logged == (committed, committed) and
            0 < committed < steps, f"run step {committed}, log {logged}")
-    subprocess.run([CITUS_SH, "node-start", "2"], check=True)
+    if not node("node-start", 2):
+        return
+    worker["down"] = False
     # a new session: this one's cached connection to the worker died with it
     for attempt in range(50):
         try:
