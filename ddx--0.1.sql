@@ -1218,6 +1218,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
               ELSE btrim(to_char(x, '9.999EEEE')) END
 $$;
 
+-- The frames of a user's own functions inside a step (a plpgsql helper of
+-- the loss that raised the error), from the error's context, for the DETAIL
+-- of the step's error, which a re-raise would otherwise lose: the frames
+-- before the first of ddx's own (innermost first: those after it are the
+-- caller's, which the error's CONTEXT keeps). "In <frame>; <frame>." or ''.
+CREATE FUNCTION _ddx.users_frames(ctx text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  WITH t AS (SELECT l, o FROM regexp_split_to_table(coalesce(ctx, ''), E'\n') WITH ORDINALITY AS t(l, o))
+  SELECT coalesce(E'\nIn ' || string_agg(t.l, '; ' ORDER BY t.o) || '.', '')
+    FROM t
+   WHERE t.o < coalesce((SELECT min(o) FROM t WHERE l LIKE 'PL/pgSQL function \_ddx.%'), 2147483647)
+     AND ((t.l LIKE 'PL/pgSQL function %' AND t.l NOT LIKE 'PL/pgSQL function \_ddx.%')
+          OR (t.l LIKE 'SQL function "%' AND t.l NOT LIKE 'SQL function "ddx\_%' AND t.l NOT LIKE 'SQL function "\_ddx%'))
+$$;
+
 -- A session's first sight of `key` (true once per session): what a NOTICE
 -- that should be said once looks up.
 CREATE FUNCTION _ddx.first_time(key text) RETURNS boolean
@@ -1354,10 +1369,10 @@ BEGIN
                      prepared, sql);
     EXCEPTION WHEN OTHERS THEN  -- the loss as written, or a construct ddx cannot differentiate
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
-                              e_hint = PG_EXCEPTION_HINT;
+                              e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
         DETAIL = format('Step %s of training run "%s" (%s) failed while preparing its statement (the loss as '
-                        'written, and its derivative).', step, run_name, opt) ||
+                        'written, and its derivative).', step, run_name, opt) || _ddx.users_frames(e_ctx) ||
                  CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
                  CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
         HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
@@ -1377,6 +1392,7 @@ BEGIN
                     ELSE 'updating ' || array_to_string(stepped, ', ') || ' and the optimizer state' END;
     RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
       DETAIL = format('Step %s of training run "%s" (%s) failed while %s.', step, run_name, opt, e_where) ||
+               _ddx.users_frames(e_ctx) ||
                CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
                CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
       HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||

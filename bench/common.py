@@ -18,7 +18,7 @@ def program_of(db, grad_sql, path=None):
     """The program text behind a gradient statement (EXPLAIN VERBOSE shows it)."""
     sql = (f"SET search_path = {path}; " if path else "") + "EXPLAIN (VERBOSE, COSTS OFF) " + grad_sql
     r = subprocess.run(["psql", "-X", "-At", "-d", db, "-c", sql], capture_output=True, text=True)
-    m = re.search(r"ddx_grad_(?:at|key)\('(.*?)'::text, \d", r.stdout, re.S)
+    m = re.search(r"_ddx\.grad_(?:at|key)\('(.*?)'::text, \d", r.stdout, re.S)
     if not m:
         sys.exit("no gradient program in the plan: " + r.stdout[:300] + r.stderr[:300])
     prog = m.group(1).replace("''", "'")

@@ -172,6 +172,15 @@ BEGIN
   PERFORM ddx_adamw_step('SELECT l FROM loss WHERE l > 1 / 0', ARRAY['w.val'], 0.01, state_name => 'g');
 END $$;
 SELECT user_loop();
+-- ... and the frames of the user's own functions inside the step stay
+CREATE FUNCTION boom(s int) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF s = 7 THEN RAISE EXCEPTION 'boom at sample %', s; END IF;
+  RETURN true;
+END $$;
+SELECT ddx_adamw_step($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f WHERE boom(x.s)
+                                   GROUP BY x.s) SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$,
+                      ARRAY['w.val'], 0.01, state_name => 'g');
 \set VERBOSITY terse
 
 -- 8. DROP EXTENSION ddx while runs exist says that CASCADE drops every run's

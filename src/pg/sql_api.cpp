@@ -86,21 +86,15 @@ Oid ForwardTarget(Oid self) {
   return target;
 }
 
-// Whether a CONTEXT line comes from one of ddx's own frames: its SQL and
-// plpgsql bodies in _ddx and the statements they run. A user's function
-// that such a statement calls (a helper of the loss) says "PL/pgSQL function
-// <its name>" or "SQL function \"<its name>\"" and stays.
-bool InternalLine(const char *line, size_t n) {
+// Whether a CONTEXT line from inside the call is a user's own frame, kept: a
+// plpgsql or SQL function of the user's that ddx's statements called (a
+// helper of the loss), which names it. The rest are ddx's own frames (its
+// bodies in _ddx, named _ddx.* or ddx_*) and the statements they ran, whose
+// text may span lines.
+bool UsersLine(const char *line, size_t n) {
   auto starts = [&](const char *p) { return n >= strlen(p) && strncmp(line, p, strlen(p)) == 0; };
-  if (starts("PL/pgSQL function _ddx.")) return true;
-  if (starts("SQL statement \"") || starts("ddx gradient program")) return true;
-  if (starts("SQL function \"")) {
-    // ddx's SQL-language bodies (_ddx.ddx_adamw_step, ...): by name
-    const char *name = line + strlen("SQL function \"");
-    const char *end = static_cast<const char *>(memchr(name, '"', n - strlen("SQL function \"")));
-    if (!end) return false;
-    return (end - name > 4 && strncmp(name, "ddx_", 4) == 0);
-  }
+  if (starts("PL/pgSQL function ")) return !starts("PL/pgSQL function _ddx.");
+  if (starts("SQL function \"")) return !starts("SQL function \"ddx_") && !starts("SQL function \"_ddx");
   return false;
 }
 
@@ -110,9 +104,9 @@ bool InternalLine(const char *line, size_t n) {
 // raised, innermost first).
 void MarkShim(void *arg) { errcontext("ddx: %s", static_cast<const char *>(arg)); }
 
-// The error `e` (from the body, copied and flushed) raised again with its
-// inner CONTEXT lines from ddx's own frames dropped, and the shim's mark;
-// everything else as it was (ReThrowError).
+// The error `e` (from the body, copied and flushed) raised again with only
+// the user's own frames of its inner CONTEXT lines (UsersLine), without the
+// shim's mark, and everything else as it was (ReThrowError).
 [[noreturn]] void Reraise(ErrorData *e, const char *mark) {
   if (e->context) {
     StringInfoData kept;
@@ -125,7 +119,7 @@ void MarkShim(void *arg) { errcontext("ddx: %s", static_cast<const char *>(arg))
       bool is_mark = inner && n == strlen(mark) + 5 && strncmp(p, "ddx: ", 5) == 0 && strncmp(p + 5, mark, n - 5) == 0;
       if (is_mark) {
         inner = false;
-      } else if (!inner || !InternalLine(p, n)) {
+      } else if (!inner || UsersLine(p, n)) {
         if (kept.len) appendStringInfoChar(&kept, '\n');
         appendBinaryStringInfo(&kept, p, static_cast<int>(n));
       }

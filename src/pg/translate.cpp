@@ -201,6 +201,16 @@ FuncInfo Func(Oid funcid) {
 }
 
 // --- inlining SQL functions, as PostgreSQL inlines them -------------------
+
+// A function's body being translated, for as long as this lives: on the
+// translator's stack of them (a recursive function is inlined once).
+struct Inlining {
+  std::vector<Oid> &stack;
+  Inlining(std::vector<Oid> &s, Oid f) : stack(s) { stack.push_back(f); }
+  ~Inlining() { stack.pop_back(); }
+  Inlining(const Inlining &) = delete;
+  Inlining &operator=(const Inlining &) = delete;
+};
 //
 // A call of an SQL function that PostgreSQL would inline computes exactly its
 // body, so ddx differentiates the body. Whether it inlines is PostgreSQL's
@@ -741,16 +751,8 @@ ExprP Translator::Inlined(Oid funcid, Oid rettype, Oid retcoll, Oid inputcoll, L
   if (std::find(inlining_.begin(), inlining_.end(), funcid) != inlining_.end()) return nullptr;
   Node *body = InlinedBody(funcid, rettype, retcoll, inputcoll, args, variadic);
   if (!body) return nullptr;
-  inlining_.push_back(funcid);
-  ExprP e;
-  try {
-    e = Expr(body, c);
-  } catch (...) {
-    inlining_.pop_back();
-    throw;
-  }
-  inlining_.pop_back();
-  return e;
+  Inlining in(inlining_, funcid);
+  return Expr(body, c);
 }
 
 RelP Translator::Table(RangeTblEntry *rte, std::vector<int> *attno_to_col) {
@@ -1060,14 +1062,8 @@ RelP Translator::RangeTableEntry(Query *q, int rtindex, const Scope *scope, std:
         Query *sub =
             std::find(inlining_.begin(), inlining_.end(), fid) == inlining_.end() ? InlinedSetReturning(rte) : nullptr;
         if (sub) {
-          inlining_.push_back(fid);
-          try {
-            r = TranslateQuery(sub, scope);
-          } catch (...) {
-            inlining_.pop_back();
-            throw;
-          }
-          inlining_.pop_back();
+          Inlining in(inlining_, fid);
+          r = TranslateQuery(sub, scope);
           break;
         }
       }
