@@ -6,9 +6,9 @@ PGFILEDESC = "ddx - differentiable SQL"
 
 # The core: every file of src/core and src/core/ops (one per operator).
 CORE_SRCS = $(sort $(wildcard $(srcdir)/src/core/*.cpp $(srcdir)/src/core/ops/*.cpp))
-OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS)) \
-       src/pg/guard.o src/pg/translate.o src/pg/hook.o src/pg/runner.o src/pg/attained.o src/pg/contraction_node.o \
-       src/pg/loss_reads.o src/pg/sql_api.o
+# The adapter: every file of src/pg and its folders (one per entry point).
+PG_SRCS = $(sort $(wildcard $(srcdir)/src/pg/*.cpp $(srcdir)/src/pg/*/*.cpp))
+OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS) $(PG_SRCS))
 
 PG_CPPFLAGS = -I$(srcdir)/include
 # -MMD -MP: each object's header dependencies (x.d beside x.o), included below,

@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=
 [ "$(id -u)" != 0 ] && SUDO=sudo
-make -s -j2 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-$SUDO make -s install PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config >/dev/null
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}  # (another installation: PG_CONFIG)
+make -s -j2 PG_CONFIG="$PG_CONFIG"
+$SUDO make -s install PG_CONFIG="$PG_CONFIG" >/dev/null

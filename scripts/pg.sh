@@ -4,7 +4,7 @@
 # PostgreSQL refuses to run as root: as root, the server runs as the
 # unprivileged system user `ddx` (created if missing).
 set -euo pipefail
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${DDX_PGBIN:-/usr/lib/postgresql/15/bin}  # (another installation: DDX_PGBIN)
 DIR=${DDX_PGDATA:-/tmp/ddx-pg-$(id -u)}
 PORT=${DDX_PGPORT:-54329}
 SOCK=${DDX_PGSOCK:-/tmp}
