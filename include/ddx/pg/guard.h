@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <type_traits>
 
 #include "ddx/core/ir.h"
@@ -30,6 +31,9 @@ struct ParseState;
 namespace ddx::pg {
 
 [[noreturn]] void ThrowPgError(ErrorData *edata);
+
+// A C string PostgreSQL returned (perhaps NULL) as a C++ one.
+inline std::string Str(const char *s) { return s ? std::string(s) : std::string(); }
 
 template <typename F>
 auto PgCall(F &&f) -> decltype(f()) {

@@ -74,8 +74,6 @@ Node *StripRelabel(Node *n) {
   return n;
 }
 
-std::string Str(const char *s) { return s ? s : ""; }
-
 // Resolves grad's second argument to a column of a table.
 void ResolveParam(GradCall &call) {
   Node *arg = StripRelabel((Node *)list_nth(call.fe->args, call.vjp ? 2 : 1));

@@ -144,7 +144,6 @@ bool IsDdxCall(Node *node);
 bool ContainsGrad(Node *node, void *ctx);
 bool Collect(Node *node, Collector *c);
 Node *StripRelabel(Node *n);
-std::string Str(const char *s);
 void ResolveParam(GradCall &call);
 NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool allow_sublink);
 LossRef ResolveLoss(const GradCall &call);

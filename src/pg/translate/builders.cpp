@@ -1,0 +1,138 @@
+// IR node builders of the translator, and what a Query level holds (see
+// internal.h).
+#include "internal.h"
+
+namespace ddx::pg {
+
+ExprP MakeCol(int col, int side, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Col;
+  e->col = col;
+  e->side = side;
+  e->type = std::move(t);
+  return e;
+}
+
+ExprP MakeOpaque(std::string tmpl, std::string name, std::vector<ExprP> args, Type t, bool vol) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Opaque;
+  e->text = std::move(tmpl);
+  e->name = std::move(name);
+  e->args = std::move(args);
+  e->type = std::move(t);
+  e->is_volatile = vol;
+  return e;
+}
+
+ExprP MakeCall(std::string rule, std::vector<ExprP> args, Type t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Call;
+  e->text = std::move(rule);
+  e->args = std::move(args);
+  e->type = std::move(t);
+  return e;
+}
+
+const Type kBool{"pg_catalog.bool", false};
+const Type kFloat8{"pg_catalog.float8", true};
+
+ExprP NullOf(const Type &t) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Const;
+  e->type = t;
+  e->text = "NULL::" + t.sql;
+  return e;
+}
+
+std::string Placeholders(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; i++) s += (i ? ", $" : "$") + std::to_string(i + 1);
+  return s;
+}
+
+// Scalar (EXPR) sublinks of one query level, not descending into subqueries.
+bool CollectScalarSublinks(Node *n, std::vector<SubLink *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, SubLink)) {
+    auto *sl = castNode(SubLink, n);
+    if (sl->subLinkType == EXPR_SUBLINK && std::find(out->begin(), out->end(), sl) == out->end()) out->push_back(sl);
+    return CollectScalarSublinks(sl->testexpr, out);
+  }
+  return expression_tree_walker(n, (bool (*)())CollectScalarSublinks, out);
+}
+
+bool CollectAggrefs(Node *n, std::vector<Node *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, Aggref)) {
+    for (Node *a : *out)
+      if (equal(a, n)) return false;
+    out->push_back(n);
+    return false;
+  }
+  return expression_tree_walker(n, (bool (*)())CollectAggrefs, out);
+}
+
+RelP NewRel(RelKind k) {
+  auto r = std::make_shared<Rel>();
+  r->kind = k;
+  return r;
+}
+
+RelP MakeJoin(RelP l, RelP r, JoinKind jk, ExprP cond) {
+  RelP j = NewRel(RelKind::Join);
+  j->cols = l->cols;
+  j->cols.insert(j->cols.end(), r->cols.begin(), r->cols.end());
+  j->inputs = {std::move(l), std::move(r)};
+  j->join = jk;
+  j->cond = std::move(cond);
+  return j;
+}
+
+RelP MakeFilter(RelP in, ExprP cond) {
+  RelP f = NewRel(RelKind::Filter);
+  f->cols = in->cols;
+  f->inputs = {std::move(in)};
+  f->cond = std::move(cond);
+  return f;
+}
+
+RelP MakeProject(RelP in, std::vector<ExprP> exprs) {
+  RelP p = NewRel(RelKind::Project);
+  for (const auto &e : exprs) p->cols.push_back(e->type);
+  p->inputs = {std::move(in)};
+  p->exprs = std::move(exprs);
+  return p;
+}
+
+ExprP AndAll(const std::vector<ExprP> &v) {
+  if (v.empty()) return nullptr;
+  if (v.size() == 1) return v[0];
+  std::string t;
+  for (size_t i = 0; i < v.size(); i++) t += (i ? " AND $" : "($") + std::to_string(i + 1);
+  return MakeOpaque(t + ")", "AND", v, kBool);
+}
+
+bool CollectWindowFuncs(Node *n, std::vector<WindowFunc *> *out) {
+  if (!n) return false;
+  if (IsA(n, Query)) return false;
+  if (IsA(n, WindowFunc)) {
+    out->push_back(castNode(WindowFunc, n));
+    return false;
+  }
+  return expression_tree_walker(n, (bool (*)())CollectWindowFuncs, out);
+}
+
+void CheckQuery(Query *q) {
+  if (q->commandType != CMD_SELECT || q->hasModifyingCTE)
+    Refuse("data-modifying statement in the loss", "The loss and the relations it reads must be SELECT queries.");
+  if (q->hasRecursive) Refuse("recursive query in the loss", "WITH RECURSIVE has no reverse rule.");
+  if (q->hasTargetSRFs) Refuse("set-returning function in a target list of the loss");
+  if (q->groupingSets) Refuse("GROUPING SETS, ROLLUP or CUBE in the loss");
+  if (q->hasDistinctOn) Refuse("DISTINCT ON in the loss", "", "Use GROUP BY with MIN or MAX.");
+  if (q->hasForUpdate || q->rowMarks) Refuse("FOR UPDATE or FOR SHARE in the loss");
+  if (q->limitOption == LIMIT_OPTION_WITH_TIES) Refuse("FETCH ... WITH TIES in the loss");
+}
+
+}  // namespace ddx::pg
