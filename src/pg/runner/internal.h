@@ -1,0 +1,104 @@
+// The runner's parts (see README.md in this folder): what its files share.
+// Internal to src/pg/runner. C-style C++: no object with a destructor lives
+// in a frame that a PostgreSQL error can longjmp over.
+#pragma once
+
+#include <cctype>
+#include <cstring>
+
+#include "ddx/core/program.h"
+#include "ddx/pg/runner.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/itemptr.h"
+
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+#include "common/hashfn.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/tuplestore.h"
+}
+
+namespace ddx::pg {
+
+extern bool show_sql;        // ddx.show_sql
+extern bool citus_in_place;  // ddx.citus_in_place
+
+struct GradKey {
+  Oid toid;
+  ItemPointerData tid;
+  int32 pidx;
+};
+
+struct GradEntry {
+  GradKey key;
+  double g;
+};
+
+// A gradient of a row identified by its primary key (a Citus table's row:
+// the program's column `key`, ROW(key columns)::text), hashed by its text
+// and the parameter's index, which names the table within the program. Not
+// by the program's toid: Citus deparses a task's regclass constant of one
+// of its tables as the shard (a branch of the program's output pushed down
+// with the table's saved copy gave the shard's OID, so that every gradient
+// of the MLP's w1 read 0 on Citus in place).
+struct KeyedGrad {
+  int32 pidx;
+  const char *key;  // in the result's context
+};
+
+struct KeyedEntry {
+  KeyedGrad key;
+  double g;
+};
+
+// A program's result for one execution (allocated in that execution's context).
+struct ExecResult {
+  MemoryContext owner;
+  char *sql;
+  int nparams;  // the program's $1 .. $n, as this result was computed with
+  Oid *types;
+  Datum *values;
+  char *nulls;  // ' ' or 'n', as SPI takes them
+  int16 *typlens;
+  bool *typbyvals;
+  HTAB *grads;
+  HTAB *keyed;       // KeyedEntry, or NULL when no row is identified by key
+  bool loss_isnull;  // the loss's value, for ddx_value(loss)
+  double loss;
+  MemoryContextCallback cb;
+  ExecResult *next;
+};
+
+// settings.cpp: the settings programs run under; returns the GUC nest level
+// to restore with AtEOXact_GUC
+int ProgramSettings();
+void InPlaceSettings();
+void NoRepartition();
+void FreeJoinOrder();
+
+// plans.cpp: kept plans, and running one
+SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types);
+SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ran, bool *pushed);
+int ExecuteProgram(const char *sql, const ExecResult *p);
+
+// runner.cpp
+void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = 5);
+
+}  // namespace ddx::pg
