@@ -61,19 +61,20 @@ CREATE FUNCTION _ddx.jvp_at(float8) RETURNS float8
 CREATE FUNCTION ddx_value("any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- What grad becomes: the program, the parameter's index in it, the row's
--- identity and whether the row's value is NULL. Not for direct use.
-CREATE FUNCTION _ddx.grad_at(text, int4, oid, tid, bool) RETURNS float8
+-- What grad becomes: the program (and its variant over Citus tables in
+-- place, or NULL), the parameter's index in it, the row's identity and
+-- whether the row's value is NULL. Not for direct use.
+CREATE FUNCTION _ddx.grad_at(text, text, int4, oid, tid, bool) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- The same for a loss that reads statement parameters ($n, plpgsql
 -- variables, SQL-function arguments): their values follow, the program's $1 ....
-CREATE FUNCTION _ddx.grad_at(text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
+CREATE FUNCTION _ddx.grad_at(text, text, int4, oid, tid, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_at' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- The same for a row identified by its primary key (a parameter in a Citus
 -- table): the table and ROW(key columns)::text in place of (tableoid, ctid).
-CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool) RETURNS float8
+CREATE FUNCTION _ddx.grad_key(text, text, int4, oid, text, bool) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION _ddx.grad_key(text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
+CREATE FUNCTION _ddx.grad_key(text, text, int4, oid, text, bool, VARIADIC "any") RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_grad_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The C side of the SQL API (src/pg/sql_api.cpp, loss_reads.cpp): which
@@ -1727,25 +1728,26 @@ CREATE PROCEDURE ddx_train(loss_sql text, params text[], steps int, schedule reg
 
 -- The gradient programs behind a statement, as grad's calls carry them
 -- (EXPLAIN VERBOSE shows them in the calls' arguments), in order of first
--- appearance. Over Citus tables a program is two variants (src/pg/runner.h),
--- kept whole here.
-CREATE FUNCTION _ddx.statement_programs(statement text) RETURNS SETOF text
+-- appearance: each program, and its variant over Citus tables in place (the
+-- runner's ProgramText, src/pg/runner) or NULL.
+CREATE FUNCTION _ddx.statement_programs(statement text, OUT program text, OUT in_place text) RETURNS SETOF record
 LANGUAGE plpgsql AS $$
 DECLARE
   plan jsonb;
   progs text[];
+  places text[];
 BEGIN
   IF statement IS NULL THEN
     RAISE EXCEPTION 'the statement to explain must not be NULL' USING ERRCODE = '22004';
   END IF;
   EXECUTE 'EXPLAIN (VERBOSE, FORMAT JSON) ' || statement INTO plan;
-  progs := ARRAY(
-    SELECT prog FROM (
-      SELECT replace(m[1], '''''', '''') AS prog, min(o.n) AS first
+  SELECT array_agg(q.prog ORDER BY q.first), array_agg(q.place ORDER BY q.first) INTO progs, places FROM (
+      SELECT replace(m[1], '''''', '''') AS prog, replace(m[2], '''''', '''') AS place, min(o.n) AS first
         FROM jsonb_path_query(plan, 'strict $.**.Output[*]') WITH ORDINALITY o(v, n),
-             regexp_matches(o.v #>> '{}', '_ddx\.grad_(?:at|key)\(''((?:[^'']|'''')*)''::text', 'g') m
-       GROUP BY 1) q
-     ORDER BY first);
+             regexp_matches(o.v #>> '{}', '_ddx\.grad_(?:at|key)\(''((?:[^'']|'''')*)''::text, '
+                                          '(?:''((?:[^'']|'''')*)''::text|NULL::text)', 'g') m
+       GROUP BY 1, 2) q;
+  progs := coalesce(progs, '{}');
   IF progs = '{}' THEN
     RAISE EXCEPTION 'the statement has no gradient program'
       USING ERRCODE = '22023',
@@ -1756,13 +1758,13 @@ BEGIN
                    'ddx_explain takes; or explain the loss''s own statement: WITH loss AS (...) SELECT '
                    'grad(''loss'', w.val) FROM w.';
   END IF;
-  RETURN QUERY SELECT unnest(progs);
+  RETURN QUERY SELECT * FROM unnest(progs, places);
 END $$;
 
 -- EXPLAIN (options) of a program as the runner plans it: its settings, and
--- over Citus tables the variant it runs (src/pg/runner.cpp). Not for direct use.
-CREATE FUNCTION _ddx.explain_program(program text, options text) RETURNS SETOF text
-  AS 'MODULE_PATHNAME', 'ddx_explain_program' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- over Citus tables the variant it runs (src/pg/runner). Not for direct use.
+CREATE FUNCTION _ddx.explain_program(program text, in_place text, options text) RETURNS SETOF text
+  AS 'MODULE_PATHNAME', 'ddx_explain_program' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ddx_explain: the gradient programs behind a statement, step by step: each
 -- step's name, kind (forward: a saved relation; backward: a cotangent or a
@@ -1777,28 +1779,29 @@ CREATE FUNCTION _ddx.ddx_explain(statement text, run_analyze boolean DEFAULT fal
 RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
 LANGUAGE plpgsql AS $$
 DECLARE
+  r record;
   prog text;
   parts text[];
   p int := 0;
   aplan jsonb;
 BEGIN
-  FOR prog IN SELECT * FROM _ddx.statement_programs(statement) LOOP
+  FOR r IN SELECT * FROM _ddx.statement_programs(statement) LOOP
     p := p + 1;
     aplan := NULL;
+    prog := r.program;
     -- (not over Citus tables: Citus plans the steps as distributed subplans,
     -- no plan node per CTE, and every step stored would gather each one)
-    IF run_analyze AND NOT starts_with(prog, E'-- ddx: Citus tables in place\n') THEN
+    IF run_analyze AND r.in_place IS NULL THEN
       -- every step stored, so that each has its rows and time (a step that
       -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
       SELECT string_agg(l, E'\n')::jsonb INTO aplan
-        FROM _ddx.explain_program(replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED ('),
+        FROM _ddx.explain_program(replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED ('), NULL,
                                   'ANALYZE, FORMAT JSON') l;
     END IF;
     -- over Citus data tables: the variant the runner chooses (in place with
     -- ddx.citus_in_place on, where Citus can plan it; else gathered)
-    IF starts_with(prog, E'-- ddx: Citus tables in place\n') THEN
-      prog := split_part(substr(prog, 31), E'\n-- ddx: Citus tables gathered\n',
-                         CASE WHEN current_setting('ddx.citus_in_place', true) = 'on' THEN 1 ELSE 2 END);
+    IF r.in_place IS NOT NULL AND current_setting('ddx.citus_in_place', true) = 'on' THEN
+      prog := r.in_place;
     END IF;
     parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');
     FOR i IN 1 .. array_length(parts, 1) LOOP
@@ -1835,13 +1838,14 @@ CREATE FUNCTION _ddx.ddx_explain_plan(statement text, run_analyze boolean DEFAUL
 RETURNS TABLE (program int, line text)
 LANGUAGE plpgsql AS $$
 DECLARE
-  prog text;
+  r record;
   p int := 0;
 BEGIN
-  FOR prog IN SELECT * FROM _ddx.statement_programs(statement) LOOP
+  FOR r IN SELECT * FROM _ddx.statement_programs(statement) LOOP
     p := p + 1;
     program := p;
-    FOR line IN SELECT * FROM _ddx.explain_program(prog, CASE WHEN run_analyze THEN 'ANALYZE' ELSE 'COSTS' END) LOOP
+    FOR line IN SELECT * FROM _ddx.explain_program(r.program, r.in_place,
+                                                   CASE WHEN run_analyze THEN 'ANALYZE' ELSE 'COSTS' END) LOOP
       RETURN NEXT;
     END LOOP;
   END LOOP;

@@ -26,7 +26,7 @@ psql("CREATE EXTENSION ddx; CREATE TABLE w (f int PRIMARY KEY, val float8);"
      "INSERT INTO w SELECT f, f * 0.1 FROM generate_series(1, 8) f;")
 stmt = "WITH loss AS (SELECT sum(val * val) AS l FROM w) SELECT sum(grad('loss', val)) FROM w"
 out = psql("EXPLAIN (VERBOSE, COSTS OFF) " + stmt)
-prog = re.search(r"_ddx\.grad_at\('(.*?)'::text, \d", out, re.S).group(1).replace("''", "'")
+prog = re.search(r"_ddx\.grad_at\('(.*?)'::text, NULL::text, \d", out, re.S).group(1).replace("''", "'")
 body = prog.replace("'", "''")
 res = psql(f"""
 CREATE FUNCTION run_grad(n int) RETURNS float8 LANGUAGE plpgsql AS $$

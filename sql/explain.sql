@@ -33,6 +33,6 @@ SELECT program, count(*) > 0 AS lines FROM ddx_explain_plan($$WITH a AS (SELECT 
 SHOW enable_nestloop;
 SELECT count(*) FROM w;
 -- the function under it explains programs only
-SELECT * FROM _ddx.explain_program('DELETE FROM explain.w', 'ANALYZE');
-SELECT * FROM _ddx.explain_program('WITH d AS (DELETE FROM explain.w RETURNING 1) SELECT 1', 'ANALYZE');
-SELECT * FROM _ddx.explain_program('WITH a AS (SELECT 1) SELECT 1', 'ANALYZE; DELETE');
+SELECT * FROM _ddx.explain_program('DELETE FROM explain.w', NULL, 'ANALYZE');
+SELECT * FROM _ddx.explain_program('WITH d AS (DELETE FROM explain.w RETURNING 1) SELECT 1', NULL, 'ANALYZE');
+SELECT * FROM _ddx.explain_program('WITH a AS (SELECT 1) SELECT 1', NULL, 'ANALYZE; DELETE');

@@ -1,6 +1,6 @@
 // The post_parse_analyze_hook: finds grad(...) calls, builds and
 // differentiates their losses, and rewrites each call into
-// _ddx.grad_at(program, pidx, tableoid, ctid, value IS NULL).
+// _ddx.grad_at(program, in_place, pidx, tableoid, ctid, value IS NULL).
 #pragma once
 
 extern "C" {

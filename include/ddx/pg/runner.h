@@ -20,10 +20,4 @@ void DefineRunnerSettings();
 // after another schema.)
 void SetProgramSearchPath();
 
-// A program over Citus data tables is two (program.h, CitusPlacement): the
-// text grad's call carries is kInPlace, the in-place program, kGathered, the
-// gathered one. The runner plans the first where Citus can, else the second.
-inline constexpr const char *kInPlace = "-- ddx: Citus tables in place\n";
-inline constexpr const char *kGathered = "\n-- ddx: Citus tables gathered\n";
-
 }  // namespace ddx::pg

@@ -209,6 +209,17 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
 // jvp's rows, a subquery gathering a Citus table): its relation's fields
 // cleared, permissions included (a copy of the entry inside keeps them
 // where the relation is still read).
+void RetargetCall(FuncExpr *fe, Oid funcid, List *args) {
+  fe->funcid = funcid;
+  fe->funcresulttype = FLOAT8OID;
+  fe->funcretset = false;
+  fe->funcvariadic = false;
+  fe->funcformat = COERCE_EXPLICIT_CALL;
+  fe->funccollid = InvalidOid;
+  fe->inputcollid = InvalidOid;
+  fe->args = args;
+}
+
 void ForgetRelation(RangeTblEntry *rte) {
   rte->security_barrier = false;
   rte->relid = InvalidOid;

@@ -58,22 +58,22 @@ bool LookupOids() {
     char *nsp = get_namespace_name(ExtensionSchema(ext));
     if (nsp) {
       Oid any2[2] = {ANYOID, ANYOID};
-      Oid at[5] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID};
+      Oid at[6] = {TEXTOID, TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID};
       Oid f8[1] = {FLOAT8OID};
       o.grad = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("grad"))), 2, any2, true);
       Oid any3[3] = {ANYOID, ANYOID, ANYOID};
       o.vjp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("vjp"))), 3, any3, true);
       o.value = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("ddx_value"))), 1, any2, true);
-      o.grad_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 5, at, true);
-      Oid atp[6] = {TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
+      o.grad_at = LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 6, at, true);
+      Oid atp[7] = {TEXTOID, TEXTOID, INT4OID, OIDOID, TIDOID, BOOLOID, ANYOID};
       o.grad_at_params =
-          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 6, atp, true);
-      Oid key[5] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID};
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_at"))), 7, atp, true);
+      Oid key[6] = {TEXTOID, TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID};
       o.grad_key =
-          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 5, key, true);
-      Oid keyp[6] = {TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID, ANYOID};
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 6, key, true);
+      Oid keyp[7] = {TEXTOID, TEXTOID, INT4OID, OIDOID, TEXTOID, BOOLOID, ANYOID};
       o.grad_key_params =
-          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 6, keyp, true);
+          LookupFuncName(list_make2(makeString(pstrdup("_ddx")), makeString(pstrdup("grad_key"))), 7, keyp, true);
       Oid jv[2] = {ANYOID, TEXTARRAYOID};
       o.jvp = LookupFuncName(list_make2(makeString(nsp), makeString(pstrdup("jvp"))), 2, jv, true);
       Oid t1[1] = {TEXTOID}, t2[2] = {TEXTOID, ANYOID};

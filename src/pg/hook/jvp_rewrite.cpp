@@ -361,16 +361,9 @@ void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids)
       rte->eref->colnames = names;
       for (size_t g = 0; g < group.size(); g++) {
         const JvpOut &o = outs[g];
-        FuncExpr *fe = calls[group[g]].fe;
-        fe->funcid = oids.jvp_at;
-        fe->funcresulttype = FLOAT8OID;
-        fe->funcretset = false;
-        fe->funcvariadic = false;
-        fe->funcformat = COERCE_EXPLICIT_CALL;
-        fe->funccollid = InvalidOid;
-        fe->inputcollid = InvalidOid;
-        fe->args = list_make1(
-            makeVar(o.rtindex, static_cast<AttrNumber>(ncols + o.attno), FLOAT8OID, -1, InvalidOid, o.varlevelsup));
+        RetargetCall(calls[group[g]].fe, oids.jvp_at,
+                     list_make1(makeVar(o.rtindex, static_cast<AttrNumber>(ncols + o.attno), FLOAT8OID, -1, InvalidOid,
+                                        o.varlevelsup)));
       }
     });
   }

@@ -86,6 +86,21 @@ struct ExecResult {
   ExecResult *next;
 };
 
+// A gradient program as the hook hands it to the runner (the first two
+// arguments of _ddx.grad_at and _ddx.grad_key): `sql`, and where the loss
+// reads Citus tables without parameters (program.h, CitusPlacement),
+// `in_place`, the program that reads them in place, which the runner runs
+// where Citus can plan it and ddx.citus_in_place is on (else `sql`, which
+// reads them gathered); NULL otherwise.
+struct ProgramText {
+  const char *sql;
+  const char *in_place;
+};
+
+// grad_at(program, in_place, pidx, tableoid or table, ctid or key, value is
+// NULL [, p1, ...]): the first statement parameter's argument.
+constexpr int kFirstParam = 6;
+
 // settings.cpp: the settings programs run under; returns the GUC nest level
 // to restore with AtEOXact_GUC
 int ProgramSettings();
@@ -95,10 +110,10 @@ void FreeJoinOrder();
 
 // plans.cpp: kept plans, and running one
 SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types);
-SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ran, bool *pushed);
-int ExecuteProgram(const char *sql, const ExecResult *p);
+SPIPlanPtr KeptPlanFor(const ProgramText &prog, int nparams, Oid *types, const char **ran, bool *pushed);
+int ExecuteProgram(const ProgramText &prog, const ExecResult *p);
 
 // runner.cpp
-void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = 5);
+void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = kFirstParam);
 
 }  // namespace ddx::pg

@@ -9,7 +9,7 @@ namespace {
 struct KeptPlan {
   char *sql;
   SPIPlanPtr plan;
-  char *ran;      // the statement the plan runs: sql, or one of its two parts (kInPlace)
+  char *ran;      // the statement the plan runs: sql, or the in-place variant (ProgramText)
   bool in_place;  // ddx.citus_in_place when it was chosen
   bool pushed;    // the in-place program runs (not the gathered one)
   KeptPlan *next;
@@ -26,7 +26,7 @@ SPIPlanPtr Prepare(const char *sql, int nparams, Oid *types) {
 
 }  // namespace
 
-// The in-place program over Citus tables (kInPlace), prepared and planned
+// The in-place program over Citus tables (ProgramText), prepared and planned
 // now, in a subtransaction: Citus plans a statement when it is first planned
 // and refuses (0A000, or XX000 for a join it would repartition) what it
 // cannot distribute, such as a join of two distributed tables on other
@@ -78,7 +78,8 @@ SPIPlanPtr PlanInPlace(const char *sql, int nparams, Oid *types) {
   return plan;
 }
 
-SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ran, bool *pushed) {
+SPIPlanPtr KeptPlanFor(const ProgramText &prog, int nparams, Oid *types, const char **ran, bool *pushed) {
+  const char *sql = prog.sql;
   KeptPlan **p = &kept_plans;
   int n = 0;
   for (; *p; p = &(*p)->next, n++) {
@@ -96,18 +97,11 @@ SPIPlanPtr KeptPlanFor(const char *sql, int nparams, Oid *types, const char **ra
   bool in_place_runs = false;
   char *keep = MemoryContextStrdup(TopMemoryContext, sql);
   char *text = keep;
-  size_t lead = strlen(ddx::pg::kInPlace);
-  const char *cut = strncmp(sql, ddx::pg::kInPlace, lead) == 0 ? strstr(sql, ddx::pg::kGathered) : NULL;
-  if (cut) {
-    char *in_place = MemoryContextStrdup(TopMemoryContext, sql + lead);
-    in_place[cut - sql - lead] = '\0';
-    plan = citus_in_place ? PlanInPlace(in_place, nparams, types) : NULL;
+  if (prog.in_place && citus_in_place) {
+    plan = PlanInPlace(prog.in_place, nparams, types);
     if (plan) {
-      text = in_place;
+      text = MemoryContextStrdup(TopMemoryContext, prog.in_place);
       in_place_runs = true;
-    } else {
-      pfree(in_place);
-      text = MemoryContextStrdup(TopMemoryContext, cut + strlen(ddx::pg::kGathered));
     }
   }
   if (!plan) plan = Prepare(text, nparams, types);
@@ -168,15 +162,15 @@ void MarkProgramError(ErrorData *e, const char *sql) {
 
 // Prepares (once per session) and runs the program: SPI_OK_SELECT, or an
 // error marked as the program's.
-int ExecuteProgram(const char *sql, const ExecResult *p) {
+int ExecuteProgram(const ProgramText &prog, const ExecResult *p) {
   MemoryContext cxt = CurrentMemoryContext;
   volatile int rc = 0;
-  const char *volatile ran = sql;
+  const char *volatile ran = prog.sql;
   PG_TRY();
   {
-    const char *text = sql;
+    const char *text = prog.sql;
     bool pushed = false;
-    SPIPlanPtr plan = KeptPlanFor(sql, p->nparams, p->types, &text, &pushed);
+    SPIPlanPtr plan = KeptPlanFor(prog, p->nparams, p->types, &text, &pushed);
     ran = text;
     if (pushed) InPlaceSettings();  // (restored with the program's settings)
     rc = SPI_execute_plan(plan, p->values, p->nulls, true, 0);

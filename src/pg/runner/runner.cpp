@@ -1,8 +1,10 @@
 // The runner: executes a gradient program and serves each row's gradient.
 //
-// _ddx.grad_at(program, pidx, tableoid, ctid, value_is_null [, p1, ...]) is
-// what grad() becomes after the hook; p1 ... are the values of the statement
-// parameters the loss reads, the program's $1 .... On its first call in an execution it runs the
+// _ddx.grad_at(program, in_place, pidx, tableoid, ctid, value_is_null [, p1,
+// ...]) is what grad() becomes after the hook; in_place is the program's
+// variant over Citus tables in place (ProgramText), p1 ... are the values of
+// the statement parameters the loss reads, the program's $1 .... On its
+// first call in an execution it runs the
 // program (one read-only SPI statement under the statement's own snapshot)
 // and keeps the result, a hash (tableoid, ctid, pidx) -> gradient, in the
 // function's fn_mcxt: that is the executor's per-query context, so the result
@@ -69,10 +71,10 @@ void ForgetResult(void *arg) {
   if (*p) *p = (*p)->next;
 }
 
-void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
+void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
-  int rc = ExecuteProgram(sql, out);
+  int rc = ExecuteProgram(prog, out);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
 
@@ -156,12 +158,13 @@ void RunProgram(const char *sql, MemoryContext owner, ExecResult *out) {
 
 // Whether `r` was computed with this call's parameter values.
 bool SameParams(FunctionCallInfo fcinfo, const ExecResult *r) {
-  int n = PG_NARGS() - 5;
+  int n = PG_NARGS() - kFirstParam;
   if (n != r->nparams) return false;
   for (int i = 0; i < n; i++) {
-    bool isnull = PG_ARGISNULL(5 + i);
+    bool isnull = PG_ARGISNULL(kFirstParam + i);
     if (isnull != (r->nulls[i] == 'n')) return false;
-    if (!isnull && !datumIsEqual(PG_GETARG_DATUM(5 + i), r->values[i], r->typbyvals[i], r->typlens[i])) return false;
+    if (!isnull && !datumIsEqual(PG_GETARG_DATUM(kFirstParam + i), r->values[i], r->typbyvals[i], r->typlens[i]))
+      return false;
   }
   return true;
 }
@@ -217,16 +220,17 @@ namespace {
 // (run on first use; see the file comment).
 ExecResult *ResultFor(FunctionCallInfo fcinfo) {
   ExecResult *r = (ExecResult *)fcinfo->flinfo->fn_extra;
-  if (r && (PG_NARGS() <= 5 || SameParams(fcinfo, r))) return r;
+  if (r && (PG_NARGS() <= kFirstParam || SameParams(fcinfo, r))) return r;
   MemoryContext owner = fcinfo->flinfo->fn_mcxt;
   char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  char *in_place = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
   for (r = exec_results; r; r = r->next)
     if (r->owner == owner && strcmp(r->sql, sql) == 0 && SameParams(fcinfo, r)) break;
   if (!r) {
     ExecResult result;
     memset(&result, 0, sizeof result);
     TakeParams(fcinfo, owner, &result);
-    RunProgram(sql, owner, &result);
+    RunProgram(ProgramText{sql, in_place}, owner, &result);
     r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
     *r = result;
     r->owner = owner;
@@ -247,33 +251,34 @@ ExecResult *ResultFor(FunctionCallInfo fcinfo) {
 extern "C" {
 
 Datum ddx_grad_at(PG_FUNCTION_ARGS) {
-  if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
-  if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
+  if (PG_ARGISNULL(5) || PG_GETARG_BOOL(5)) PG_RETURN_NULL();  // NULL value: NULL gradient
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4)) PG_RETURN_NULL();
   ExecResult *r = ResultFor(fcinfo);
-  if (PG_GETARG_INT32(1) == ddx::kLossValue) {  // ddx_value(loss)
+  if (PG_GETARG_INT32(2) == ddx::kLossValue) {  // ddx_value(loss)
     if (r->loss_isnull) PG_RETURN_NULL();
     PG_RETURN_FLOAT8(r->loss);
   }
   GradKey key;
   memset(&key, 0, sizeof key);
-  key.toid = PG_GETARG_OID(2);
-  key.tid = *(ItemPointer)PG_GETARG_POINTER(3);
-  key.pidx = PG_GETARG_INT32(1);
+  key.toid = PG_GETARG_OID(3);
+  key.tid = *(ItemPointer)PG_GETARG_POINTER(4);
+  key.pidx = PG_GETARG_INT32(2);
   GradEntry *e = (GradEntry *)hash_search(r->grads, &key, HASH_FIND, NULL);
   PG_RETURN_FLOAT8(e ? e->g : 0.0);
 }
 
-// _ddx.grad_key(program, pidx, table, key, value_is_null [, p1, ...]): grad
+// _ddx.grad_key(program, in_place, pidx, table, key, value_is_null [, p1,
+// ...]): grad
 // of a row that the program identifies by primary key (a Citus table's:
 // key is ROW(key columns in attribute order)::text, as in the program).
 Datum ddx_grad_key(PG_FUNCTION_ARGS) {
-  if (PG_ARGISNULL(4) || PG_GETARG_BOOL(4)) PG_RETURN_NULL();  // NULL value: NULL gradient
-  if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3)) PG_RETURN_NULL();
+  if (PG_ARGISNULL(5) || PG_GETARG_BOOL(5)) PG_RETURN_NULL();  // NULL value: NULL gradient
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(2) || PG_ARGISNULL(3) || PG_ARGISNULL(4)) PG_RETURN_NULL();
   ExecResult *r = ResultFor(fcinfo);
   if (!r->keyed) PG_RETURN_FLOAT8(0.0);
   KeyedGrad key;
-  key.pidx = PG_GETARG_INT32(1);
-  key.key = text_to_cstring(PG_GETARG_TEXT_PP(3));
+  key.pidx = PG_GETARG_INT32(2);
+  key.key = text_to_cstring(PG_GETARG_TEXT_PP(4));
   KeyedEntry *e = (KeyedEntry *)hash_search(r->keyed, &key, HASH_FIND, NULL);
   pfree((void *)key.key);
   PG_RETURN_FLOAT8(e ? e->g : 0.0);

@@ -33,7 +33,7 @@ Datum ddx_jvp_rows(PG_FUNCTION_ARGS) {
   MemoryContextSwitchTo(old);
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
-  int rc = ExecuteProgram(sql, &params);
+  int rc = ExecuteProgram(ProgramText{sql, nullptr}, &params);
   if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: jvp query failed: %s", SPI_result_code_string(rc));
   AtEOXact_GUC(true, nest);
   if (SPI_tuptable->tupdesc->natts != desc->natts) elog(ERROR, "ddx: jvp query returned an unexpected row type");
@@ -62,19 +62,20 @@ Datum ddx_jvp_rows(PG_FUNCTION_ARGS) {
 // of each intermediate result. ddx_explain and ddx_explain_plan call it.
 // Not a kept plan: planned anew, as EXPLAIN does. options is a list of
 // EXPLAIN options (letters, commas, spaces only); the program must be a
-// program (a WITH query, or the two Citus variants).
+// program (a WITH query, and in_place its variant over Citus tables in
+// place, or NULL).
 Datum ddx_explain_program(PG_FUNCTION_ARGS) {
   ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
   if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("ddx_explain_program must be called in FROM")));
+  if (PG_ARGISNULL(0) || PG_ARGISNULL(2)) PG_RETURN_NULL();
   char *sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
-  char *options = text_to_cstring(PG_GETARG_TEXT_PP(1));
+  char *in_place = PG_ARGISNULL(1) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(1));
+  char *options = text_to_cstring(PG_GETARG_TEXT_PP(2));
   for (const char *c = options; *c; c++)
     if (!isalpha((unsigned char)*c) && *c != ',' && *c != ' ' && *c != '_')
       ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid EXPLAIN options \"%s\"", options)));
-  size_t lead = strlen(ddx::pg::kInPlace);
-  bool variants = strncmp(sql, ddx::pg::kInPlace, lead) == 0;
-  if (!variants && pg_strncasecmp(sql, "WITH ", 5) != 0)
+  if (pg_strncasecmp(sql, "WITH ", 5) != 0 || (in_place && pg_strncasecmp(in_place, "WITH ", 5) != 0))
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("not a ddx gradient program"),
                     errhint("ddx_explain and ddx_explain_plan show the programs behind a statement.")));
   MemoryContext per_query = rsinfo->econtext->ecxt_per_query_memory;
@@ -87,17 +88,12 @@ Datum ddx_explain_program(PG_FUNCTION_ARGS) {
   int nest = ProgramSettings();
   const char *text = sql;
   bool pushed = false;
-  if (variants) {
-    const char *cut = strstr(sql, ddx::pg::kGathered);
-    if (!cut) elog(ERROR, "ddx: a program over Citus tables without its gathered variant");
-    char *in_place = pnstrdup(sql + lead, cut - sql - lead);
-    SPIPlanPtr plan = citus_in_place ? PlanInPlace(in_place, 0, NULL) : NULL;
+  if (in_place && citus_in_place) {
+    SPIPlanPtr plan = PlanInPlace(in_place, 0, NULL);
     if (plan) {
       SPI_freeplan(plan);
       text = in_place;
       pushed = true;
-    } else {
-      text = cut + strlen(ddx::pg::kGathered);
     }
   }
   // A program is one SELECT and writes nothing; with ANALYZE, EXPLAIN runs

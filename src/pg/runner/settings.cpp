@@ -7,33 +7,89 @@ namespace ddx::pg {
 bool show_sql = false;       // ddx.show_sql
 bool citus_in_place = true;  // ddx.citus_in_place
 
+namespace {
+
+// A setting a gradient program runs under. Every row is set for the
+// program's GUC level (restored when it ends): here, where `here`; and on
+// the Citus workers, for a program that runs its tasks there in place
+// (InPlaceSettings), where `workers`. A NULL value is the session's own
+// (what the workers are to use as the coordinator does).
+struct Setting {
+  const char *name;
+  const char *value;
+  bool here;
+  bool workers;
+};
+
+// (bench/RESULTS.md has what each cost before it was set.)
+const Setting kSettings[] = {
+    // A program of many CTEs looks expensive to the planner, and JIT
+    // compiled it for far longer than it ran (on a worker too, per task).
+    {"jit", "off", true, true},
+    // The planner estimates a chain of CTEs at a few rows and then pairs
+    // cotangents with forward rows by nested loops over millions of pairs.
+    {"enable_nestloop", "off", true, true},
+    // The same estimates made it sort the rows of a region for a merge join
+    // with an aggregate instead of hashing the aggregate. This and the
+    // setting above only price plans: a join with no other method runs.
+    {"enable_mergejoin", "off", true, true},
+    // A NULL-safe key join is priced far too high (its hash keys are
+    // expressions without statistics), and within the planner's 1% fuzz a
+    // sorted GROUP BY then wins over hashing: a matmul's backward sorted
+    // a million rows onto disk. Sorts that windows need still run.
+    {"enable_sort", "off", true, true},
+    // The planner estimates CTE scans with no statistics (a join of two at
+    // one row), so it reorders a program's joins on noise: a GPT's saved
+    // final LayerNorm joined the token embedding to the MLP's output on the
+    // channel alone, before the batch picked the token. The program's joins
+    // are written in the order of the user's query, roots first. (Not in
+    // place on Citus: FreeJoinOrder.)
+    {"join_collapse_limit", "1", true, false},
+    // A program with statement parameters (a training step's batch, $1)
+    // would be planned anew for each of its first executions (custom
+    // plans). Its parameters select rows (a batch, a LIMIT); the generic
+    // plan is planned once and kept.
+    {"plan_cache_mode", "force_generic_plan", true, false},
+    // The workers' tasks are the program's grouped sums of products: they
+    // plan them with the contraction node as the coordinator would (its
+    // ddx.contraction; ddx.in_program for `programs`). Where a worker has
+    // not loaded ddx, the two are placeholders there and change nothing.
+    // (ddx.contraction is saved here too, at the program's level, so that
+    // the SET LOCAL sent with it ends with the program.)
+    {"ddx.contraction", nullptr, true, true},
+    // Where ddx.contraction = programs, the contraction node plans the
+    // program's grouped sums of products (src/pg/contraction).
+    {"ddx.in_program", "on", true, true},
+};
+
+const char *ValueOf(const Setting &s) { return s.value ? s.value : GetConfigOption(s.name, false, false); }
+
+}  // namespace
+
 // The in-place program does not keep its joins in their written order
-// (join_collapse_limit = 1, ProgramSettings): Citus decides which joins stay
-// on the workers from the join clauses the planner finds between the
-// relations it joins (its restriction equivalence), and with the JOINs kept
-// nested it did not see the linear model's transpose join its per-sample
-// cotangents to the data on the distribution column. It pulled them to the
-// coordinator: 168 kB a step, against 352 bytes of partial sums.
+// (join_collapse_limit, kSettings): Citus decides which joins stay on the
+// workers from the join clauses the planner finds between the relations it
+// joins (its restriction equivalence), and with the JOINs kept nested it did
+// not see the linear model's transpose join its per-sample cotangents to the
+// data on the distribution column, and pulled them to the coordinator.
 void FreeJoinOrder() {
   (void)set_config_option("join_collapse_limit", GetConfigOptionResetString("join_collapse_limit"), PGC_USERSET,
                           PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
 // A program over Citus tables in place runs much of itself on the workers,
-// as Citus's tasks, under the workers' settings, not the ones set here: with
-// JIT on, a worker compiled each task of a 60-sample MLP's gradient for 2.7 s
-// (12 s against 59 ms with jit = off). Citus sends a SET LOCAL of the
-// transaction to its workers where citus.propagate_set_commands = 'local':
-// the planner settings go with the program (restored here at the end of
-// the program's GUC level; on the workers they last to the end of the
-// transaction, like any SET LOCAL, and only price plans).
+// as Citus's tasks, under the workers' settings, not the ones set here.
+// Citus sends a SET LOCAL of the transaction to its workers where
+// citus.propagate_set_commands = 'local': the settings marked `workers` go
+// with the program (restored here at the end of the program's GUC level; on
+// the workers they last to the end of the transaction, like any SET LOCAL,
+// and only price plans).
 //
 // Nor does the in-place program repartition: where its joins need it (an
 // embedding distributed by token joined to samples distributed by sample),
 // Citus refuses it at planning with repartition joins off, and the gathered
-// program runs (PlanInPlace). With them on, as a user sets them for such a
-// forward, the embedding's gradient took 10.7 s in place against 1 s
-// gathered (bench/citus.py).
+// program runs (PlanInPlace); with them on, the embedding's gradient took
+// many times longer in place than gathered (bench/citus.py).
 //
 // Only the in-place program: the gathered one, where the runner falls back,
 // runs as any statement does.
@@ -48,66 +104,27 @@ void InPlaceSettings() {
   if (!GetConfigOption("citus.propagate_set_commands", true, false)) return;
   (void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                           false);
-  const char *sets[] = {"SET LOCAL jit = off", "SET LOCAL enable_nestloop = off", "SET LOCAL enable_mergejoin = off",
-                        "SET LOCAL enable_sort = off"};
-  for (const char *s : sets)
-    if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
-  // The workers' tasks are the program's grouped sums of products: they
-  // plan them with the contraction node as the coordinator would (its
-  // ddx.contraction; ddx.in_program for `programs`). Where a worker has not
-  // loaded ddx, the two are placeholders there and change nothing. The MLP's
-  // gradient in place (bench/citus.py): see the README.
-  // (Saved first at the program's GUC level, as ddx.in_program is, so that
-  // the SET LOCAL ends with the program here.)
-  std::string mode = GetConfigOption("ddx.contraction", false, false);
-  (void)set_config_option("ddx.contraction", mode.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  std::string contraction = "SET LOCAL ddx.contraction = '" + mode + "'";
-  for (const char *s : {contraction.c_str(), "SET LOCAL ddx.in_program = on"})
-    if (SPI_execute(s, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", s);
+  for (const Setting &s : kSettings) {
+    if (!s.workers) continue;
+    char *set = psprintf("SET LOCAL %s = %s", s.name, quote_literal_cstr(ValueOf(s)));
+    if (SPI_execute(set, false, 0) != SPI_OK_UTILITY) elog(ERROR, "ddx: %s failed", set);
+    pfree(set);
+  }
 }
 
-// Runs the program with the parameters in `out`; fills `out` with its
-// gradients (a hash allocated in `owner`) and the loss's value.
-// The settings a program runs under (see the comments); returns the GUC
-// nest level to restore with AtEOXact_GUC.
+// The settings a program runs under (kSettings, and the search path of
+// SetProgramSearchPath); returns the GUC nest level to restore with
+// AtEOXact_GUC.
 int ProgramSettings() {
   int nest = NewGUCNestLevel();
   ddx::pg::SetProgramSearchPath();
-  // A program of many CTEs looks expensive to the planner, and JIT
-  // compilation of it cost 1.2 s against a 5 ms run (measured).
-  (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  // The planner estimates a chain of CTEs at a few rows and then pairs
-  // cotangents with forward rows by nested loops: 4096 x 16384 comparisons
-  // took 4 s of an MLP's 21 s backward; with nested loops off, 17 s (measured).
-  (void)set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  // The same estimates made it sort 1.28M region rows for a merge join with
-  // an 80k-row aggregate instead of hashing the aggregate (matmul backward
-  // 3.1 s -> 2.2 s with merge joins off, measured). Both settings only price
-  // plans; a join with no other method still runs.
-  (void)set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  // A NULL-safe key join is priced far too high (its hash keys are
-  // expressions without statistics), and within the planner's 1% fuzz a
-  // sorted GROUP BY then wins over hashing: the matmul's backward sorted
-  // 1.28M rows onto disk. Sorts that windows need still run. Matmul program
-  // 1886 -> 1401 ms (median of 5, interleaved).
-  (void)set_config_option("enable_sort", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  // The planner estimates CTE scans with no statistics (a join of two at one
-  // row), so it reorders a program's joins on noise: a GPT's saved final
-  // LayerNorm joined the token embedding to the MLP's output on the channel
-  // alone, 77,824 rows, before the batch picked the token. The program's
-  // joins are written in the order of the user's query, roots first; kept
-  // so, the GPT's program took 556 ms instead of 897, the bench's matmul,
-  // MLP and attention programs changed within noise (0.94-1.10, interleaved).
-  (void)set_config_option("join_collapse_limit", "1", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  // A program with statement parameters (a training step's batch, $1) would
-  // be planned anew for each of its first executions (custom plans): ~200 ms
-  // of a GPT step's 900. Its parameters select rows (a batch, a LIMIT); the
-  // generic plan is planned once and kept.
-  (void)set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
-  // Where ddx.contraction = programs, the contraction node plans the
-  // program's grouped sums of products (src/pg/contraction_node.cpp).
-  (void)set_config_option("ddx.in_program", "on", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  for (const Setting &s : kSettings) {
+    if (!s.here) continue;
+    // (a copy: the session's value may be freed when it is set again)
+    char *value = pstrdup(ValueOf(s));
+    (void)set_config_option(s.name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    pfree(value);
+  }
   return nest;
 }
 
