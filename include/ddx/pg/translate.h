@@ -57,6 +57,8 @@ bool CitusParameterTable(Oid relid, const std::string &name, bool *distributed =
 // relid's primary-key columns, in attribute-number order (none: empty).
 std::vector<AttrNumber> PrimaryKeyAttnos(Oid relid);
 
+struct AggOut;  // (translate/internal.h)
+
 class Translator {
  public:
   Translator(std::vector<ParamTarget> params, std::vector<Oid> stop_gradient_oids);
@@ -84,6 +86,11 @@ class Translator {
 
  private:
   AggPlan PlanAggregate(Aggref *ar, const Ctx &c);
+  RelP Aggregate(RelP rel, const std::vector<Node *> &groups, const std::vector<Node *> &aggrefs, const Ctx &c,
+                 std::vector<AggOut> &outs);
+  RelP Grouped(Query *q, RelP rel, const Ctx &c, const Scope *scope, const std::vector<SubLink *> &links,
+               const std::vector<TargetEntry *> &tlist);
+  RelP Limited(Query *q, RelP rel);
   ExprP WindowArg(WindowFunc *f, const Ctx &c);
   struct Rte;
   RelP FromList(Query *q, List *fromlist, Node *quals, const Scope *scope, std::map<std::pair<int, int>, int> &map);
@@ -95,7 +102,16 @@ class Translator {
   RelP JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out);
   RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope,
                    std::map<const SubLink *, int> &out);
-  ExprP Expr(Node *n, const Ctx &c);
+  ExprP Expr(Node *n, const Ctx &c);  // a dispatcher over the node families below (expr.cpp)
+  ExprP VarOf(Var *v, const Ctx &c);
+  ExprP Value(Node *n, const Ctx &c);
+  ExprP Coerced(Node *n, const Ctx &c);
+  ExprP FuncCall(FuncExpr *f, const Ctx &c);
+  ExprP Operator(Node *n, const Ctx &c);
+  ExprP Predicate(Node *n, const Ctx &c);
+  ExprP Conditional(Node *n, const Ctx &c);
+  ExprP Computed(Node *n, const Ctx &c);
+  std::vector<ExprP> Exprs(List *l, const Ctx &c);
   std::string ProgramParam(Param *p);
   ExprP Sublink(SubLink *sl, const Ctx &c);
 

@@ -78,4 +78,75 @@ Translator::AggPlan Translator::PlanAggregate(Aggref *ar, const Ctx &c) {
   return pl;
 }
 
+// The aggregation of a grouped level over its rows `rel` (after WHERE):
+// GROUP BY `groups`, the aggregate calls `aggrefs` (collected from its
+// target list and HAVING, PlanAggregate); `outs` gets each call's value
+// after it (AggOut). var_* and stddev_* read their group's mean, joined to
+// each row first (the group's avg, as a whole-partition window is).
+RelP Translator::Aggregate(RelP rel, const std::vector<Node *> &groups, const std::vector<Node *> &aggrefs,
+                           const Ctx &c, std::vector<AggOut> &outs) {
+  std::vector<ExprP> pre_exprs;
+  for (Node *g : groups) pre_exprs.push_back(Expr(g, c));
+  std::vector<AggPlan> plans;
+  for (Node *n : aggrefs) plans.push_back(PlanAggregate(castNode(Aggref, n), c));
+  // var_* and stddev_* read their group's mean, joined to each row first
+  // (the group's avg, as a whole-partition window is)
+  std::vector<int> mean_col(plans.size(), -1);
+  RelP means = NewRel(RelKind::Aggregate);
+  means->nkeys = static_cast<int>(groups.size());
+  std::vector<ExprP> means_in(pre_exprs.begin(), pre_exprs.end());
+  for (Node *g : groups) means->cols.push_back(ExprTypeOf(g));
+  for (size_t i = 0; i < plans.size(); i++) {
+    if (plans[i].spread == Spread::None) continue;
+    mean_col[i] = static_cast<int>(rel->cols.size() + means->cols.size());
+    means->aggs.push_back(AggCall{"avg", static_cast<int>(means_in.size())});
+    means_in.push_back(plans[i].arg);
+    means->cols.push_back(kFloat8);
+  }
+  if (!means->aggs.empty()) {
+    means->inputs = {MakeProject(rel, means_in)};
+    int nrel = static_cast<int>(rel->cols.size());
+    std::vector<ExprP> on;
+    for (int k = 0; k < means->nkeys; k++)
+      on.push_back(NullSafeEquals(pre_exprs[k], MakeCol(nrel + k, 0, means->cols[k])));
+    rel = MakeJoin(rel, means, JoinKind::Inner, AndAll(on));
+  }
+  RelP agg = NewRel(RelKind::Aggregate);
+  agg->nkeys = static_cast<int>(groups.size());
+  for (Node *g : groups) agg->cols.push_back(ExprTypeOf(g));
+  auto add = [&](const std::string &fn, const ExprP &arg, const Type &t) {
+    AggCall call{fn, -1};
+    if (arg) {
+      call.arg = static_cast<int>(pre_exprs.size());
+      pre_exprs.push_back(arg);
+    }
+    agg->aggs.push_back(call);
+    agg->cols.push_back(t);
+    return static_cast<int>(agg->cols.size()) - 1;
+  };
+  for (size_t i = 0; i < plans.size(); i++) {
+    const AggPlan &pl = plans[i];
+    AggOut o;
+    o.type = pl.type;
+    if (pl.spread == Spread::None) {
+      o.col = add(pl.fn, pl.arg, pl.type);
+    } else {
+      // Σ (x - mean)² over the group's rows where x is not NULL
+      ExprP dev = MakeCall("sub", {pl.arg, MakeCol(mean_col[i], 0, kFloat8)}, kFloat8);
+      ExprP sq = MakeCall("mul", {dev, dev}, kFloat8);
+      o.form = pl.spread;
+      o.root = pl.root;
+      if (pl.spread == Spread::Population) {
+        o.col = add("avg", sq, kFloat8);
+      } else {
+        o.col = add("sum", sq, kFloat8);
+        o.count = add("count", pl.arg, Type{"pg_catalog.int8", false});
+      }
+    }
+    outs.push_back(o);
+  }
+  agg->inputs = {MakeProject(rel, pre_exprs)};
+  return agg;
+}
+
 }  // namespace ddx::pg

@@ -52,96 +52,15 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     c.scalars = &pre;
     if (q->jointree->quals) rel = MakeFilter(rel, Expr(q->jointree->quals, c));
     if (q->hasAggs || q->groupClause || q->havingQual) {
-      std::vector<Node *> groups, aggrefs;
-      foreach (lc, q->groupClause)
-        groups.push_back((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lc), q->targetList));
-      for (TargetEntry *te : tlist) CollectAggrefs((Node *)te->expr, &aggrefs);
-      CollectAggrefs(q->havingQual, &aggrefs);
-      std::vector<ExprP> pre_exprs;
-      for (Node *g : groups) pre_exprs.push_back(Expr(g, c));
-      std::vector<AggPlan> plans;
-      for (Node *n : aggrefs) plans.push_back(PlanAggregate(castNode(Aggref, n), c));
-      // var_* and stddev_* read their group's mean, joined to each row first
-      // (the group's avg, as a whole-partition window is)
-      std::vector<int> mean_col(plans.size(), -1);
-      RelP means = NewRel(RelKind::Aggregate);
-      means->nkeys = static_cast<int>(groups.size());
-      std::vector<ExprP> means_in(pre_exprs.begin(), pre_exprs.end());
-      for (Node *g : groups) means->cols.push_back(ExprTypeOf(g));
-      for (size_t i = 0; i < plans.size(); i++) {
-        if (plans[i].spread == Spread::None) continue;
-        mean_col[i] = static_cast<int>(rel->cols.size() + means->cols.size());
-        means->aggs.push_back(AggCall{"avg", static_cast<int>(means_in.size())});
-        means_in.push_back(plans[i].arg);
-        means->cols.push_back(kFloat8);
-      }
-      if (!means->aggs.empty()) {
-        means->inputs = {MakeProject(rel, means_in)};
-        int nrel = static_cast<int>(rel->cols.size());
-        std::vector<ExprP> on;
-        for (int k = 0; k < means->nkeys; k++)
-          on.push_back(NullSafeEquals(pre_exprs[k], MakeCol(nrel + k, 0, means->cols[k])));
-        rel = MakeJoin(rel, means, JoinKind::Inner, AndAll(on));
-      }
-      RelP agg = NewRel(RelKind::Aggregate);
-      agg->nkeys = static_cast<int>(groups.size());
-      for (Node *g : groups) agg->cols.push_back(ExprTypeOf(g));
-      std::vector<AggOut> outs;
-      auto add = [&](const std::string &fn, const ExprP &arg, const Type &t) {
-        AggCall call{fn, -1};
-        if (arg) {
-          call.arg = static_cast<int>(pre_exprs.size());
-          pre_exprs.push_back(arg);
-        }
-        agg->aggs.push_back(call);
-        agg->cols.push_back(t);
-        return static_cast<int>(agg->cols.size()) - 1;
-      };
-      for (size_t i = 0; i < plans.size(); i++) {
-        const AggPlan &pl = plans[i];
-        AggOut o;
-        o.type = pl.type;
-        if (pl.spread == Spread::None) {
-          o.col = add(pl.fn, pl.arg, pl.type);
-        } else {
-          // Σ (x - mean)² over the group's rows where x is not NULL
-          ExprP dev = MakeCall("sub", {pl.arg, MakeCol(mean_col[i], 0, kFloat8)}, kFloat8);
-          ExprP sq = MakeCall("mul", {dev, dev}, kFloat8);
-          o.form = pl.spread;
-          o.root = pl.root;
-          if (pl.spread == Spread::Population) {
-            o.col = add("avg", sq, kFloat8);
-          } else {
-            o.col = add("sum", sq, kFloat8);
-            o.count = add("count", pl.arg, Type{"pg_catalog.int8", false});
-          }
-        }
-        outs.push_back(o);
-      }
-      agg->inputs = {MakeProject(rel, pre_exprs)};
-      std::map<const SubLink *, int> post;
-      rel = JoinScalars(agg, links, &scope, post);
-      Ctx pc;
-      pc.q = q;
-      pc.scope = &scope;
-      pc.group_exprs = &groups;
-      pc.aggrefs = &aggrefs;
-      pc.agg_outs = &outs;
-      pc.scalars = &post;
-      if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
-      // Windows run over the groups, after HAVING.
-      std::map<const WindowFunc *, int> windows;
-      if (q->hasWindowFuncs) rel = JoinWindows(q, rel, pc, windows);
-      pc.windows = &windows;
-      for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, pc));
+      rel = Grouped(q, rel, c, &scope, links, tlist);
     } else {
       std::map<const WindowFunc *, int> windows;
       if (q->hasWindowFuncs) rel = JoinWindows(q, rel, c, windows);
       Ctx wc = c;
       wc.windows = &windows;
       for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, wc));
+      rel = MakeProject(rel, outputs);
     }
-    rel = MakeProject(rel, outputs);
   }
 
   if (q->distinctClause) {
@@ -152,32 +71,7 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     d->distinct = true;
     rel = d;
   }
-  if ((q->limitCount || q->limitOffset) && !IdentityOffset(q)) {
-    RelP l = NewRel(RelKind::Limit);
-    l->cols = rel->cols;
-    l->inputs = {rel};
-    auto bound = [&](Node *n) -> std::string {
-      if (!n) return "";
-      if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
-      if (IsA(n, Param) && castNode(Param, n)->paramkind == PARAM_EXTERN) return ProgramParam(castNode(Param, n));
-      if (IsA(n, FuncExpr) && castNode(FuncExpr, n)->funcformat == COERCE_IMPLICIT_CAST &&
-          list_length(castNode(FuncExpr, n)->args) == 1) {  // LIMIT $1 of an int4 parameter: int8($1)
-        Node *a = (Node *)linitial(castNode(FuncExpr, n)->args);
-        if (IsA(a, Param) && castNode(Param, a)->paramkind == PARAM_EXTERN)
-          return "CAST(" + ProgramParam(castNode(Param, a)) + " AS " + TypeSql(exprType(n), exprTypmod(n)) + ")";
-      }
-      if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant or a parameter in the loss");
-      auto *k = castNode(Const, n);
-      return k->constisnull ? "" : ConstSql(k);
-    };
-    l->limit = bound(q->limitCount);
-    l->offset = bound(q->limitOffset);
-    foreach (lc, q->sortClause) {
-      auto *sgc = lfirst_node(SortGroupClause, lc);
-      l->order.push_back(TranslateSortKey(sgc, get_sortgroupclause_tle(sgc, q->targetList)->resno - 1));
-    }
-    rel = l;
-  }
+  if ((q->limitCount || q->limitOffset) && !IdentityOffset(q)) rel = Limited(q, rel);
   // Drop junk columns (ORDER BY / GROUP BY helpers): they sit at the end.
   size_t visible = 0;
   for (TargetEntry *te : tlist)
@@ -188,6 +82,67 @@ RelP Translator::TranslateQuery(Query *q, const Scope *parent) {
     rel = MakeProject(rel, keep);
   }
   return rel;
+}
+
+// A grouped level's rows: its aggregation (Aggregate), its scalar
+// subqueries joined to the groups, HAVING, windows over the groups (after
+// HAVING), and its target list.
+RelP Translator::Grouped(Query *q, RelP rel, const Ctx &c, const Scope *scope, const std::vector<SubLink *> &links,
+                         const std::vector<TargetEntry *> &tlist) {
+  std::vector<Node *> groups, aggrefs;
+  ListCell *lc;
+  foreach (lc, q->groupClause)
+    groups.push_back((Node *)get_sortgroupclause_expr(lfirst_node(SortGroupClause, lc), q->targetList));
+  for (TargetEntry *te : tlist) CollectAggrefs((Node *)te->expr, &aggrefs);
+  CollectAggrefs(q->havingQual, &aggrefs);
+  std::vector<AggOut> outs;
+  RelP agg = Aggregate(rel, groups, aggrefs, c, outs);
+  std::map<const SubLink *, int> post;
+  rel = JoinScalars(agg, links, scope, post);
+  Ctx pc;
+  pc.q = q;
+  pc.scope = scope;
+  pc.group_exprs = &groups;
+  pc.aggrefs = &aggrefs;
+  pc.agg_outs = &outs;
+  pc.scalars = &post;
+  if (q->havingQual) rel = MakeFilter(rel, Expr(q->havingQual, pc));
+  std::map<const WindowFunc *, int> windows;
+  if (q->hasWindowFuncs) rel = JoinWindows(q, rel, pc, windows);
+  pc.windows = &windows;
+  std::vector<ExprP> outputs;
+  for (TargetEntry *te : tlist) outputs.push_back(Expr((Node *)te->expr, pc));
+  return MakeProject(rel, outputs);
+}
+
+// ORDER BY ... LIMIT ... OFFSET ... over a level's rows: each bound a
+// constant or a statement parameter (bound when the program runs).
+RelP Translator::Limited(Query *q, RelP rel) {
+  RelP l = NewRel(RelKind::Limit);
+  l->cols = rel->cols;
+  l->inputs = {rel};
+  auto bound = [&](Node *n) -> std::string {
+    if (!n) return "";
+    if (!IsA(n, Const)) n = PgCall([&] { return eval_const_expressions(nullptr, n); });
+    if (IsA(n, Param) && castNode(Param, n)->paramkind == PARAM_EXTERN) return ProgramParam(castNode(Param, n));
+    if (IsA(n, FuncExpr) && castNode(FuncExpr, n)->funcformat == COERCE_IMPLICIT_CAST &&
+        list_length(castNode(FuncExpr, n)->args) == 1) {  // LIMIT $1 of an int4 parameter: int8($1)
+      Node *a = (Node *)linitial(castNode(FuncExpr, n)->args);
+      if (IsA(a, Param) && castNode(Param, a)->paramkind == PARAM_EXTERN)
+        return "CAST(" + ProgramParam(castNode(Param, a)) + " AS " + TypeSql(exprType(n), exprTypmod(n)) + ")";
+    }
+    if (!IsA(n, Const)) Refuse("LIMIT or OFFSET that is not a constant or a parameter in the loss");
+    auto *k = castNode(Const, n);
+    return k->constisnull ? "" : ConstSql(k);
+  };
+  l->limit = bound(q->limitCount);
+  l->offset = bound(q->limitOffset);
+  ListCell *lc;
+  foreach (lc, q->sortClause) {
+    auto *sgc = lfirst_node(SortGroupClause, lc);
+    l->order.push_back(TranslateSortKey(sgc, get_sortgroupclause_tle(sgc, q->targetList)->resno - 1));
+  }
+  return l;
 }
 
 ExprP Translator::Sublink(SubLink *sl, const Ctx &c) {
