@@ -266,104 +266,132 @@ Query *AnalyzeTangentSql(const std::string &sql, const std::vector<Param *> &par
   });
 }
 
+namespace {
+
+// The jvp calls on the same reference to an output relation as calls[i]
+// (one rewrite serves them), marked done; refused where they name different
+// tangents.
+std::vector<size_t> SameOutput(std::vector<JvpCall> &calls, size_t i, std::vector<bool> &done) {
+  const JvpCall &first = calls[i];
+  JvpOut out = ResolveJvpOut(first);
+  std::vector<std::string> texts = TextPairs(first.fe, 1);
+  std::vector<size_t> group;
+  for (size_t j = i; j < calls.size(); j++) {
+    if (done[j]) continue;
+    JvpOut o = ResolveJvpOut(calls[j]);
+    if (calls[j].stack[o.level] != first.stack[out.level] || o.rtindex != out.rtindex) continue;
+    if (TextPairs(calls[j].fe, 1) != texts)
+      throw Error(sqlstate::kFeatureNotSupported, "jvp calls on one relation name different tangents",
+                  "Every jvp call on one reference to a relation must name the same parameters and tangents.",
+                  "Reference the relation twice in the FROM list, once per set of tangents.", calls[j].fe->location);
+    group.push_back(j);
+    done[j] = true;
+  }
+  return group;
+}
+
+// An output relation's tangent query: its SQL, the statement parameters it
+// reads, and how many columns the relation has.
+struct TangentQuery {
+  std::string sql;
+  std::vector<Param *> extern_params;
+  size_t ncols = 0;
+};
+
+TangentQuery BuildTangentQuery(const JvpCall &first, const JvpOut &out, RangeTblEntry *rte,
+                               const std::vector<Oid> &stop_oids) {
+  std::vector<Scope> scopes(first.stack.size());
+  for (size_t k = 0; k < scopes.size(); k++) scopes[k] = Scope{first.stack[k], k ? &scopes[k - 1] : nullptr};
+  std::vector<std::string> texts = TextPairs(first.fe, 1);
+  std::vector<ParamTarget> params = PairParams(first.fe, texts);
+  Translator tr(params, stop_oids);
+  RelP rel;
+  if (rte->rtekind == RTE_CTE) {
+    int owner = -1;
+    CommonTableExpr *cte = CteOf(first.stack, out.level, rte, owner);
+    rel = tr.TranslateCte(cte, &scopes[owner]);
+  } else if (rte->rtekind == RTE_SUBQUERY) {
+    rel = tr.TranslateQuery(rte->subquery, &scopes[out.level]);
+  } else {
+    rel = tr.TranslateView(rte->relid);
+  }
+  std::vector<Tangent> tangents = PairTangents(first.fe, first.stack, out.level, scopes, texts, params, stop_oids);
+  return TangentQuery{BuildTangentSql(rel, tangents), tr.ExternParams(), rel->cols.size()};
+}
+
+// The output's range table entry made _ddx.jvp_rows(query, params ...) AS
+// (its columns, their tangents jvp_1 ...), the analyzed query `sub` giving
+// the columns' types. PostgreSQL calls only.
+void MakeJvpRows(RangeTblEntry *rte, const TangentQuery &tq, Query *sub) {
+  Const *text = makeConst(TEXTOID, -1, InvalidOid, -1, CStringGetTextDatum(tq.sql.c_str()), false, false);
+  List *args = list_make1(text);
+  for (Param *p : tq.extern_params) args = lappend(args, copyObjectImpl(p));
+  FuncExpr *call = makeFuncExpr(tq.extern_params.empty() ? oids.jvp_rows : oids.jvp_rows_params, RECORDOID, args,
+                                InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+  call->funcretset = true;
+  RangeTblFunction *fn = makeNode(RangeTblFunction);
+  fn->funcexpr = (Node *)call;
+  ListCell *tl;
+  int k = 0;
+  foreach (tl, sub->targetList) {
+    TargetEntry *te = lfirst_node(TargetEntry, tl);
+    if (te->resjunk) continue;
+    fn->funccolnames = lappend(fn->funccolnames, makeString(psprintf("c%d", k++)));
+    fn->funccoltypes = lappend_oid(fn->funccoltypes, exprType((Node *)te->expr));
+    fn->funccoltypmods = lappend_int(fn->funccoltypmods, exprTypmod((Node *)te->expr));
+    fn->funccolcollations = lappend_oid(fn->funccolcollations, exprCollation((Node *)te->expr));
+  }
+  fn->funccolcount = k;
+  ForgetRelation(rte);
+  rte->rtekind = RTE_FUNCTION;
+  rte->functions = list_make1(fn);
+  rte->funcordinality = false;
+  rte->subquery = NULL;
+  rte->ctename = NULL;
+  rte->ctelevelsup = 0;
+  rte->self_reference = false;
+  rte->coltypes = rte->coltypmods = rte->colcollations = NIL;
+  List *names = NIL;
+  ListCell *lc;
+  int n = 0;
+  foreach (lc, rte->eref->colnames) {
+    if (n++ < static_cast<int>(tq.ncols)) names = lappend(names, lfirst(lc));
+  }
+  for (size_t j = 0; j < tq.ncols; j++) names = lappend(names, makeString(psprintf("jvp_%d", static_cast<int>(j + 1))));
+  rte->eref->colnames = names;
+}
+
+}  // namespace
+
 void RewriteJvps(std::vector<JvpCall> &calls, const std::vector<Oid> &stop_oids) {
   // One rewrite per output reference (query, range table entry).
-  std::vector<size_t> done(calls.size(), 0);
+  std::vector<bool> done(calls.size(), false);
   for (size_t i = 0; i < calls.size(); i++) {
     if (done[i]) continue;
     const JvpCall &first = calls[i];
     JvpOut out = ResolveJvpOut(first);
-    std::vector<std::string> texts = TextPairs(first.fe, 1);
-    std::vector<size_t> group;
-    for (size_t j = i; j < calls.size(); j++) {
-      if (done[j]) continue;
-      JvpOut o = ResolveJvpOut(calls[j]);
-      if (calls[j].stack[o.level] != first.stack[out.level] || o.rtindex != out.rtindex) continue;
-      if (TextPairs(calls[j].fe, 1) != texts)
-        throw Error(sqlstate::kFeatureNotSupported, "jvp calls on one relation name different tangents",
-                    "Every jvp call on one reference to a relation must name the same parameters and tangents.",
-                    "Reference the relation twice in the FROM list, once per set of tangents.", calls[j].fe->location);
-      group.push_back(j);
-      done[j] = 1;
-    }
-    Query *q = first.stack[out.level];
-    RangeTblEntry *rte = rt_fetch(out.rtindex, q->rtable);
-    std::vector<Scope> scopes(first.stack.size());
-    for (size_t k = 0; k < scopes.size(); k++) scopes[k] = Scope{first.stack[k], k ? &scopes[k - 1] : nullptr};
-    std::string sql;
-    std::vector<Param *> extern_params;
-    size_t ncols = 0;
+    std::vector<size_t> group = SameOutput(calls, i, done);
+    RangeTblEntry *rte = rt_fetch(out.rtindex, first.stack[out.level]->rtable);
+    TangentQuery tq;
     try {
-      std::vector<ParamTarget> params = PairParams(first.fe, texts);
-      Translator tr(params, stop_oids);
-      RelP rel;
-      if (rte->rtekind == RTE_CTE) {
-        int owner = -1;
-        CommonTableExpr *cte = CteOf(first.stack, out.level, rte, owner);
-        rel = tr.TranslateCte(cte, &scopes[owner]);
-      } else if (rte->rtekind == RTE_SUBQUERY)
-        rel = tr.TranslateQuery(rte->subquery, &scopes[out.level]);
-      else
-        rel = tr.TranslateView(rte->relid);
-      std::vector<Tangent> tangents = PairTangents(first.fe, first.stack, out.level, scopes, texts, params, stop_oids);
-      sql = BuildTangentSql(rel, tangents);
-      extern_params = tr.ExternParams();
-      ncols = rel->cols.size();
+      tq = BuildTangentQuery(first, out, rte, stop_oids);
     } catch (Error &e) {
       if (e.position < 0) e.position = first.fe->location;
       throw;
     }
-    Query *sub = AnalyzeTangentSql(sql, extern_params);
+    Query *sub = AnalyzeTangentSql(tq.sql, tq.extern_params);
     std::vector<JvpOut> outs;  // (resolved before the entry changes: no C++ exception inside PgCall)
     for (size_t j : group) outs.push_back(ResolveJvpOut(calls[j]));
     int owner = -1;
     CommonTableExpr *out_cte = rte->rtekind == RTE_CTE ? CteOf(first.stack, out.level, rte, owner) : nullptr;
     PgCall([&] {
       if (out_cte) out_cte->cterefcount--;
-      // the output's range table entry becomes _ddx.jvp_rows(query, params ...)
-      // AS (its columns, their tangents)
-      Const *text = makeConst(TEXTOID, -1, InvalidOid, -1, CStringGetTextDatum(sql.c_str()), false, false);
-      List *args = list_make1(text);
-      for (Param *p : extern_params) args = lappend(args, copyObjectImpl(p));
-      FuncExpr *call = makeFuncExpr(extern_params.empty() ? oids.jvp_rows : oids.jvp_rows_params, RECORDOID, args,
-                                    InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-      call->funcretset = true;
-      RangeTblFunction *fn = makeNode(RangeTblFunction);
-      fn->funcexpr = (Node *)call;
-      ListCell *tl;
-      int k = 0;
-      foreach (tl, sub->targetList) {
-        TargetEntry *te = lfirst_node(TargetEntry, tl);
-        if (te->resjunk) continue;
-        fn->funccolnames = lappend(fn->funccolnames, makeString(psprintf("c%d", k++)));
-        fn->funccoltypes = lappend_oid(fn->funccoltypes, exprType((Node *)te->expr));
-        fn->funccoltypmods = lappend_int(fn->funccoltypmods, exprTypmod((Node *)te->expr));
-        fn->funccolcollations = lappend_oid(fn->funccolcollations, exprCollation((Node *)te->expr));
-      }
-      fn->funccolcount = k;
-      ForgetRelation(rte);
-      rte->rtekind = RTE_FUNCTION;
-      rte->functions = list_make1(fn);
-      rte->funcordinality = false;
-      rte->subquery = NULL;
-      rte->ctename = NULL;
-      rte->ctelevelsup = 0;
-      rte->self_reference = false;
-      rte->coltypes = rte->coltypmods = rte->colcollations = NIL;
-      List *names = NIL;
-      ListCell *lc;
-      int n = 0;
-      foreach (lc, rte->eref->colnames) {
-        if (n++ < static_cast<int>(ncols)) names = lappend(names, lfirst(lc));
-      }
-      for (size_t j = 0; j < ncols; j++)
-        names = lappend(names, makeString(psprintf("jvp_%d", static_cast<int>(j + 1))));
-      rte->eref->colnames = names;
+      MakeJvpRows(rte, tq, sub);
       for (size_t g = 0; g < group.size(); g++) {
         const JvpOut &o = outs[g];
         RetargetCall(calls[group[g]].fe, oids.jvp_at,
-                     list_make1(makeVar(o.rtindex, static_cast<AttrNumber>(ncols + o.attno), FLOAT8OID, -1, InvalidOid,
-                                        o.varlevelsup)));
+                     list_make1(makeVar(o.rtindex, static_cast<AttrNumber>(tq.ncols + o.attno), FLOAT8OID, -1,
+                                        InvalidOid, o.varlevelsup)));
       }
     });
   }
