@@ -1,7 +1,11 @@
 # ddx: PGXS build. `make && make install`; tests: scripts/test.sh
 EXTENSION = ddx
+EXTVERSION = 0.1
 MODULE_big = ddx
-DATA = ddx--0.1.sql
+# The install script is built from the SQL API's parts, sql/*.sql in name
+# order (one concern each).
+DATA_built = ddx--$(EXTVERSION).sql
+SQL_PARTS = $(sort $(wildcard $(srcdir)/sql/*.sql))
 PGFILEDESC = "ddx - differentiable SQL"
 
 # The core: every file of src/core and src/core/ops (one per operator).
@@ -16,10 +20,9 @@ PG_CPPFLAGS = -I$(srcdir)/include
 PG_CXXFLAGS = -std=c++17 -MMD -MP -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type
 SHLIB_LINK = -lstdc++
 
-# Every sql/*.sql must be listed here (scripts/test.sh checks it).
-REGRESS = grad_basic constructs scalars forms errors security vjp backward windows frames train runs params explain \
-          optim_fixture jvp contraction unique functions guards
-REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
+# pg_regress: every test/regress/sql/*.sql, in name order, in one database.
+REGRESS = $(sort $(patsubst $(srcdir)/test/regress/sql/%.sql,%,$(wildcard $(srcdir)/test/regress/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test/regress --outputdir=test/out --load-extension=ddx
 
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.
 override with_llvm = no
@@ -31,3 +34,6 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 -include $(OBJS:.o=.d)
+
+ddx--$(EXTVERSION).sql: $(SQL_PARTS)
+	for f in $^; do cat $$f; echo; done > $@

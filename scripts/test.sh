@@ -53,16 +53,6 @@ run_torch() {
 scripts/deps.sh || exit 1
 scripts/build.sh || exit 1
 
-note "the Makefile's REGRESS lists every sql/*.sql"
-listed=$(make -s --no-print-directory -f Makefile -f - print-regress PG_CONFIG=$PG_CONFIG <<'MK'
-print-regress: ; @echo $(REGRESS)
-MK
-)
-for f in sql/*.sql; do
-  t=$(basename "$f" .sql)
-  if echo " $listed " | grep -q " $t "; then :; else echo "missing from REGRESS in the Makefile: $t"; failed=$((failed + 1)); fi
-done
-
 mkdir -p build
 note "unit tests (GoogleTest, ASan + UBSan)"
 if cmake -S test/unit -B build/unit -DCMAKE_BUILD_TYPE=Debug >build/unit.log 2>&1 &&

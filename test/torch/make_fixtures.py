@@ -2,7 +2,7 @@
 """Writes test/fixtures/adamw_mlp.sql: a 2-layer MLP's data and initial
 weights, and what torch.optim.AdamW + clip_grad_norm_ + nanoGPT's warmup and
 cosine schedule hold after each of 10 steps (weights and both moments), in
-float64. sql/optim_fixture.sql replays the steps with ddx and compares, so
+float64. test/regress/sql/optim_fixture.sql replays the steps with ddx and compares, so
 the check runs without PyTorch. Regenerate: /usr/bin/python3 test/torch/make_fixtures.py
 """
 import math

@@ -1,0 +1,490 @@
+-- --- optimizer steps -------------------------------------------------------
+
+-- The statement of one optimizer step (see _ddx.optimizer_step) for the
+-- parameter tables `tabs` of a run owned by `run_owner`: the same text for
+-- every step of a run with the same settings, so that a session prepares it
+-- once (the hook builds the gradient program once, the planner plans the
+-- statement once). Its parameters: $1 the step, $2 the run's id, $3 lr,
+-- $4 beta1, $5 beta2, $6 eps, $7 max_grad_norm, $8 momentum, $9 dampening,
+-- $10 weight_decay; the loss may read $1. Also returns the tables it updates.
+--   ddx_g<i>   each parameter table's rows with key, values and gradients
+--              (grad() calls of one loss: one backward pass for all tables)
+--   ddx_norm   the loss (ddx_value: the same pass) and the global norm
+--   ddx_scale  clip_grad_norm_'s factor
+--   ddx_d<i>   per (column, row): the gradient to apply (clipped; + L2 decay
+--              for Adam and SGD); rows whose value is NULL are skipped
+--   ddx_s<i>   the state rows, updated (ddx_so) or inserted (ddx_sn): a row
+--              new to the run, or not stepped the last time its column was,
+--              starts at zero (lazy state); one UPDATE and an anti-joined
+--              INSERT cost half of INSERT ... ON CONFLICT at 800k rows
+--   ddx_v<i>   what each row's value moves by
+--   ddx_u<i>   the parameter table, updated in place
+-- A row whose value is NULL is not stepped: its state row, if any, falls
+-- behind its column's last step and counts no more (ddx_state does not show
+-- it; it starts again from zero when the row has a value; ddx_train prunes
+-- such rows when it ends). Deleting them here cost a nested loop per table.
+CREATE FUNCTION _ddx.step_sql(opt text, loss_sql text, tabs _ddx.param_table[], run_owner regrole, decays boolean,
+                              nesterov boolean, stateful boolean, OUT sql text, OUT stepped text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  t _ddx.param_table;
+  st regclass;
+  gctes text[] := '{}';  -- ddx_g<i>, before ddx_norm
+  ctes text[] := '{}';   -- the rest, after ddx_scale
+  norms text[] := '{}';
+  ks text;   -- k1, k2, ...
+  kgt text;  -- AND t.<key> = g.k1 ...
+  kst text;  -- AND t.<key> = s.k1 ...
+  kgs text;  -- AND g.k1 = s.k1 ...
+  kds text;  -- AND s.k1 = d.k1 ...
+  sset text;
+  icols text;
+  ivals text;
+  sret text;
+  gsel text;
+  dsel text[];
+  lcase text;
+  upd text;
+  nc int;
+  nt int := 0;
+  -- On Citus, every CTE of the statement that reads a Citus table is a
+  -- subplan of its own, run as an execution of its own, and each execution
+  -- ran the gradient program again (an MLP's step: once per parameter table
+  -- and once for the loss). There the gradients of all tables and the loss
+  -- come from one CTE, ddx_gall (t = the table's number, 0 the loss; keys as
+  -- text, values and gradients as float8 arrays), and ddx_g<i> read it back.
+  citus boolean := false;
+  garms text[] := '{}';
+  gk text;   -- ARRAY[t.<key>::text, ...]
+  gp text;   -- ARRAY[t.<col>::float8, ...]
+  gg text;   -- ARRAY[grad(..., t.<col>), ...]
+  gback text;  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
+  lossv text := '@extschema@.ddx_value(''ddx_loss'')';
+BEGIN
+  stepped := '{}';
+  IF coalesce(array_length(tabs, 1), 0) = 0 THEN  -- the loss reads no parameter table: its value alone
+    sql := format('WITH ddx_loss AS (%s) SELECT 0::float8 AS norm, (SELECT l.v::float8 FROM ddx_loss AS l(v)) AS loss',
+                  loss_sql);
+    RETURN;
+  END IF;
+  IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = ANY ($1))'
+      INTO citus USING ARRAY(SELECT x.tbl FROM unnest(tabs) x);
+  END IF;
+  FOREACH t IN ARRAY tabs LOOP
+    nt := nt + 1;
+    stepped := stepped || t.qtbl;
+    nc := array_length(t.cols, 1);
+    ks := '';
+    kgt := '';
+    kst := '';
+    kgs := '';
+    kds := '';
+    gsel := '';
+    FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
+      ks := ks || format('k%s, ', k);
+      kgt := kgt || format(' AND t.%I = g.k%s', t.keys[k], k);
+      kst := kst || format(' AND t.%I = s.k%s', t.keys[k], k);
+      kgs := kgs || format(' AND g.k%s = s.k%s', k, k);
+      kds := kds || format(' AND s.k%s = d.k%s', k, k);
+      gsel := gsel || format('t.%I AS k%s, ', t.keys[k], k);
+    END LOOP;
+    dsel := '{}';
+    -- d.last: the run step the column was last stepped at (ddx_l<i>, read
+    -- once per execution, in a CTE of its own: on Citus, a local table may
+    -- not be read inside a statement that updates a Citus table)
+    lcase := 'd.last';
+    FOR j IN 1 .. nc LOOP
+      gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
+      norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
+      -- the gradient applied: clipped, plus the L2 term (Adam, SGD) where the column decays
+      dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d, l.last_step AS last '
+                             'FROM ddx_g%s g CROSS JOIN ddx_scale c LEFT JOIN ddx_l%s l ON l.col = %2$L '
+                             'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
+                             CASE WHEN opt <> 'adamw' AND t.decay[j] AND decays
+                                  THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
+    END LOOP;
+    IF citus THEN
+      gk := '';
+      gback := '';
+      FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
+        gk := gk || format('t.%I::text, ', t.keys[k]);
+        gback := gback || format('(a.k[%1$s])::%2$s AS k%1$s, ', k, t.ktypes[k]);
+      END LOOP;
+      gp := '';
+      gg := '';
+      FOR j IN 1 .. nc LOOP
+        gp := gp || format('t.%I::float8, ', t.cols[j]);
+        gg := gg || format('@extschema@.grad(''ddx_loss'', t.%I), ', t.cols[j]);
+        gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
+      END LOOP;
+      garms := garms || format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
+                               'ARRAY[%s]::float8[] AS g FROM %s t', nt, rtrim(gk, ', '), rtrim(gp, ', '),
+                               rtrim(gg, ', '), t.qtbl);
+      gctes := gctes || format('ddx_g%s AS (SELECT %s FROM ddx_gall a WHERE a.t = %s)', nt, rtrim(gback, ', '), nt);
+    ELSE
+      gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
+    END IF;
+    IF NOT stateful THEN
+      -- SGD without momentum keeps no state: p -= lr * (clipped gradient + L2 term)
+      upd := '';
+      FOR j IN 1 .. nc LOOP
+        upd := upd || format('%1$I = t.%1$I - $3 * (g.g%2$s * c.s%3$s), ', t.cols[j], j,
+                             CASE WHEN t.decay[j] AND decays THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END);
+      END LOOP;
+      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_g%1$s g, ddx_scale c WHERE true%4$s RETURNING 1)',
+                             nt, t.qtbl, rtrim(upd, ', '), kgt);
+      CONTINUE;
+    END IF;
+    st := _ddx.state_table_for(t.tbl, run_owner);
+    ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
+                           'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
+    ctes := ctes || format('ddx_d%s AS (%s)', nt, array_to_string(dsel, ' UNION ALL '));
+    -- state: rows stepped before are updated (a HOT update: no key changes),
+    -- rows new to the run inserted (a row not stepped the last time its
+    -- column was starts again from zero); ddx_s<i> has the step each takes
+    IF opt = 'sgd' THEN
+      -- buf = d on a row's first step, else momentum * buf + (1 - dampening) * d
+      sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
+                     'buf = CASE WHEN s.at = %1$s THEN $8 * s.buf + (1 - $9) * d.d ELSE d.d END, at = $1', lcase);
+      icols := 'step, at, buf';
+      ivals := '1, $1, d.d';
+      sret := 's.buf AS b';
+    ELSE
+      -- Adam: m, v with the row's own bias correction; u = lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+      sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
+                     'm = CASE WHEN s.at = %1$s THEN $4 * s.m ELSE 0 END + (1 - $4) * d.d, '
+                     'v = CASE WHEN s.at = %1$s THEN $5 * s.v ELSE 0 END + (1 - $5) * d.d * d.d, at = $1', lcase);
+      icols := 'step, at, m, v';
+      ivals := '1, $1, (1 - $4) * d.d, (1 - $5) * d.d * d.d';
+      sret := '($3 / (1 - $4 ^ s.step)) * s.m / (sqrt(s.v) / sqrt(1 - $5 ^ s.step) + $6) AS u';
+    END IF;
+    ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
+                           'RETURNING s.col, %5$s%6$s)', nt, st, sset, kds, replace(ks, 'k', 's.k'), sret);
+    -- The rows the UPDATE missed, by an anti-join with its RETURNING rows
+    -- (the rows it matched), not with the state table: on Citus, a state
+    -- table distributed like its parameters may not be read by a subquery
+    -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
+    -- rows: 1.1 s of nothing at 800k rows otherwise.)
+    ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
+                           'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
+                           'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
+                           'AND o.col IS NULL RETURNING s.col, %8$s%9$s)', nt, st, ks, icols, replace(ks, 'k', 'd.k'),
+                           ivals, replace(kds, 's.k', 'o.k'), replace(ks, 'k', 's.k'), sret);
+    ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
+    IF opt = 'sgd' AND nesterov THEN  -- p -= lr * (d + momentum * buf)
+      ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s$3 * (g.d + $8 * s.b) AS u FROM ddx_s%1$s s '
+                             'JOIN ddx_d%1$s g ON g.col = s.col%3$s)', nt, replace(ks, 'k', 's.k'), kgs);
+    ELSIF opt = 'sgd' THEN  -- p -= lr * buf
+      ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s$3 * s.b AS u FROM ddx_s%1$s s)', nt,
+                             replace(ks, 'k', 's.k'));
+    ELSE
+      ctes := ctes || format('ddx_v%1$s AS (SELECT * FROM ddx_s%1$s)', nt);
+    END IF;
+    -- the update; AdamW decays the value itself: p *= 1 - lr * weight_decay
+    upd := '';
+    FOR j IN 1 .. nc LOOP
+      upd := upd || format('%1$I = t.%1$I%2$s - %3$s, ', t.cols[j],
+                           CASE WHEN opt = 'adamw' AND t.decay[j] AND decays THEN ' * (1 - $3 * $10)' ELSE '' END,
+                           CASE WHEN nc = 1 THEN 's.u' ELSE format('coalesce(s.u%s, 0)', j) END);
+    END LOOP;
+    IF nc = 1 THEN
+      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_v%1$s s WHERE true%4$s RETURNING 1)',
+                             nt, t.qtbl, rtrim(upd, ', '), kst);
+    ELSE  -- one row per key: the columns' steps side by side
+      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM (SELECT %4$s%5$s FROM ddx_v%1$s GROUP BY %6$s) s '
+                             'WHERE true%7$s RETURNING 1)', nt, t.qtbl, rtrim(upd, ', '), ks,
+                             array_to_string(ARRAY(SELECT format('max(u) FILTER (WHERE col = %L) AS u%s', t.cols[j], j)
+                                                     FROM generate_series(1, nc) j), ', '),
+                             CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
+    END IF;
+  END LOOP;
+  IF citus THEN
+    gctes := ARRAY[format('ddx_gall AS MATERIALIZED (%s UNION ALL SELECT 0, NULL::text[], NULL::float8[], ARRAY[%s])',
+                          array_to_string(garms, ' UNION ALL '), lossv)] || gctes;
+    lossv := '(SELECT a.g[1] FROM ddx_gall a WHERE a.t = 0)';
+  END IF;
+  sql := format('WITH ddx_loss AS (%s), %s, ddx_norm AS MATERIALIZED (SELECT %s AS loss, '
+                'sqrt(coalesce(sum(q.ss), 0)) AS norm FROM (%s) q), '
+                'ddx_scale AS MATERIALIZED (SELECT CASE WHEN $7::float8 IS NULL THEN 1::float8 '
+                'ELSE least($7 / (n.norm + 1e-6), 1::float8) END AS s FROM ddx_norm n), %s '
+                'SELECT n.norm, n.loss FROM ddx_norm n',
+                loss_sql, array_to_string(gctes, ', '), lossv, array_to_string(norms, ' UNION ALL '),
+                array_to_string(ctes, ', '));
+END $$;
+
+-- An optimizer setting out of its range, refused as torch.optim refuses it
+-- (22023; 22004 for NULL), naming the argument and its range.
+CREATE FUNCTION _ddx.refuse_setting(name text, value float8, range text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'invalid value for %: %', name, coalesce(value::text, 'NULL')
+    USING ERRCODE = CASE WHEN value IS NULL THEN '22004' ELSE '22023' END,
+          DETAIL = format('%s is %s.', name, range);
+END $$;
+
+-- Whether x is a number: not NULL, NaN or infinite.
+CREATE FUNCTION _ddx.finite(x float8) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT x IS NOT NULL AND x NOT IN ('NaN', 'Infinity', '-Infinity') $$;
+
+-- A float for progress messages: four significant digits.
+CREATE FUNCTION _ddx.g4(x float8) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN x IS NULL THEN 'NULL' WHEN NOT _ddx.finite(x) THEN x::text WHEN x = 0 THEN '0'
+              WHEN abs(x) >= 1e-4 AND abs(x) < 1e6
+              THEN trim_scale(round(x::numeric, greatest(0, 3 - floor(log(abs(x)::numeric))::int)))::text
+              ELSE btrim(to_char(x, '9.999EEEE')) END
+$$;
+
+-- The frames of a user's own functions inside a step (a plpgsql helper of
+-- the loss that raised the error), from the error's context, for the DETAIL
+-- of the step's error, which a re-raise would otherwise lose: the frames
+-- before the first of ddx's own (innermost first: those after it are the
+-- caller's, which the error's CONTEXT keeps). "In <frame>; <frame>." or ''.
+CREATE FUNCTION _ddx.users_frames(ctx text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  WITH t AS (SELECT l, o FROM regexp_split_to_table(coalesce(ctx, ''), E'\n') WITH ORDINALITY AS t(l, o))
+  SELECT coalesce(E'\nIn ' || string_agg(t.l, '; ' ORDER BY t.o) || '.', '')
+    FROM t
+   WHERE t.o < coalesce((SELECT min(o) FROM t WHERE l LIKE 'PL/pgSQL function \_ddx.%'), 2147483647)
+     AND ((t.l LIKE 'PL/pgSQL function %' AND t.l NOT LIKE 'PL/pgSQL function \_ddx.%')
+          OR (t.l LIKE 'SQL function "%' AND t.l NOT LIKE 'SQL function "ddx\_%' AND t.l NOT LIKE 'SQL function "\_ddx%'))
+$$;
+
+-- A session's first sight of `key` (true once per session): what a NOTICE
+-- that should be said once looks up.
+CREATE FUNCTION _ddx.first_time(key text) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_first_time' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- One optimizer step, the body of ddx_adamw_step and ddx_sgd_step (their
+-- arguments; `opt` is 'adamw', 'adam' or 'sgd'): checks, the run's next
+-- step, and the step's statement (_ddx.step_sql), prepared once per session
+-- and executed. All of it reads the statement's snapshot, so the gradients
+-- are those of the parameters before the step. An error says which step of
+-- which run failed and where (the statement is shown with ddx.show_sql =
+-- on). The loss may read $1, the number of the step being taken (a
+-- mini-batch by step).
+--   Settings are checked as torch.optim checks them (finite, in range).
+--   A parameter table the loss never reads is skipped, as PyTorch skips a
+--   parameter whose grad is None: no gradient, no step, its state kept (a
+--   NOTICE once per session and run); where the loss calls a function ddx
+--   cannot see into, the table could be read in there, and the step is
+--   refused (0A000).
+--   A loss or gradient norm that is not finite stops the step (22P01): the
+--   error rolls back its update, so the parameters and the state are those
+--   of the step before.
+--   The run is locked for the transaction (see _ddx.run_claim); the step is
+--   logged in _ddx.train_log.
+CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
+                                   eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
+                                   momentum float8, dampening float8, nesterov boolean, run_name text,
+                                   OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  tabs _ddx.param_table[];
+  kept _ddx.param_table[] := '{}';
+  skipped text[] := '{}';
+  rd record;
+  run_id int;
+  run_owner regrole;
+  stepped text[];
+  sql text;
+  prepared text;
+  stale text;
+  e_state text;
+  e_msg text;
+  e_detail text;
+  e_hint text;
+  e_ctx text;
+  e_where text;
+BEGIN
+  -- PyTorch's argument checks
+  IF NOT _ddx.finite(lr) OR lr < 0 THEN
+    PERFORM _ddx.refuse_setting('lr', lr, 'a finite number, at least 0');
+  END IF;
+  IF opt <> 'sgd' THEN
+    IF NOT _ddx.finite(beta1) OR beta1 < 0 OR beta1 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta1', beta1, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(beta2) OR beta2 < 0 OR beta2 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta2', beta2, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(eps) OR eps < 0 THEN
+      PERFORM _ddx.refuse_setting('eps', eps, 'a finite number, at least 0');
+    END IF;
+  END IF;
+  IF NOT _ddx.finite(weight_decay) OR weight_decay < 0 THEN
+    PERFORM _ddx.refuse_setting('weight_decay', weight_decay, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(momentum) OR momentum < 0 THEN
+    PERFORM _ddx.refuse_setting('momentum', momentum, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(dampening) OR dampening < 0 THEN
+    PERFORM _ddx.refuse_setting('dampening', dampening, 'a finite number, at least 0');
+  END IF;
+  IF max_grad_norm = 'NaN' OR max_grad_norm < 0 THEN
+    PERFORM _ddx.refuse_setting('max_grad_norm', max_grad_norm, 'NULL (no clipping) or a number, at least 0');
+  END IF;
+  IF nesterov IS NULL THEN
+    RAISE EXCEPTION 'invalid value for nesterov: NULL' USING ERRCODE = '22004';
+  END IF;
+  IF nesterov AND (momentum <= 0 OR dampening <> 0) THEN
+    RAISE EXCEPTION 'Nesterov momentum requires a momentum and zero dampening' USING ERRCODE = '22023';
+  END IF;
+  IF loss_sql IS NULL THEN
+    RAISE EXCEPTION 'loss_sql must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
+  END IF;
+  loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
+  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
+  run_name := coalesce(run_name, _ddx.default_run_name(tabs));
+  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  -- the parameter tables the loss reads (unknown where it does not even
+  -- translate: then all of them, and preparing the statement says what is
+  -- wrong)
+  SELECT * INTO rd FROM _ddx.loss_reads(loss_sql, ARRAY(SELECT x.tbl FROM unnest(tabs) x),
+                                        ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
+  FOR i IN 1 .. array_length(tabs, 1) LOOP
+    IF rd.reads IS NULL OR rd.reads[i] THEN
+      kept := kept || tabs[i];
+    ELSE
+      skipped := skipped || tabs[i].qtbl;
+    END IF;
+  END LOOP;
+  IF skipped <> '{}' AND rd.opaque <> '{}' THEN
+    RAISE EXCEPTION 'ddx cannot see into %, which the loss calls', rd.opaque[1]
+      USING ERRCODE = '0A000',
+            DETAIL = format('Step %s of training run "%s": the loss reads %s nowhere else, so it could reach its '
+                            'parameters only inside what ddx cannot differentiate (%s), whose part of the loss would '
+                            'get no gradient.', step, run_name, array_to_string(skipped, ', '),
+                            array_to_string(rd.opaque, ', ')),
+            HINT = 'Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one '
+                   'SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).';
+  END IF;
+  FOR i IN 1 .. coalesce(array_length(skipped, 1), 0) LOOP
+    IF _ddx.first_time(format('skip %s %s', run_id, skipped[i])) THEN
+      RAISE NOTICE 'training run "%" skips table %: the loss does not read it', run_name, skipped[i]
+        USING DETAIL = 'A parameter table that the loss never reads gets no gradient and no step; its values and its '
+                       'optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
+    END IF;
+  END LOOP;
+  SELECT q.sql, q.stepped INTO sql, stepped
+    FROM _ddx.step_sql(opt, loss_sql, kept, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
+  -- prepared once per session and statement (plans are kept across the
+  -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
+  -- and ddx differentiate it, again)
+  prepared := '_ddx_step_' || md5(sql);
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = prepared) THEN
+    -- at most 8 kept per session, the least recently prepared go (a loss
+    -- whose text changes every step, its batch formatted in, would
+    -- otherwise keep one per step)
+    FOR stale IN SELECT p.name FROM pg_catalog.pg_prepared_statements p WHERE p.name LIKE '\_ddx\_step\_%'
+                  ORDER BY p.prepare_time DESC OFFSET 7 LOOP
+      EXECUTE format('DEALLOCATE %I', stale);
+    END LOOP;
+    BEGIN
+      EXECUTE format('PREPARE %I (int, int, float8, float8, float8, float8, float8, float8, float8, float8) AS %s',
+                     prepared, sql);
+    EXCEPTION WHEN OTHERS THEN  -- the loss as written, or a construct ddx cannot differentiate
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
+                              e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
+        DETAIL = format('Step %s of training run "%s" (%s) failed while preparing its statement (the loss as '
+                        'written, and its derivative).', step, run_name, opt) || _ddx.users_frames(e_ctx) ||
+                 CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
+                 CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
+        HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
+               CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
+                    ELSE 'SET ddx.show_sql = on to see the statement.' END;
+    END;
+  END IF;
+  BEGIN
+    -- (EXECUTE of a prepared statement takes no $n of its own: the values are
+    -- literals, float8's text being exact)
+    EXECUTE format('EXECUTE %I (%s, %s, %L, %L, %L, %L, %L, %L, %L, %L)', prepared, step, run_id, lr, beta1, beta2,
+                   eps, max_grad_norm, momentum, dampening, weight_decay) INTO grad_norm, loss;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
+                            e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
+    e_where := CASE WHEN strpos(e_ctx, 'ddx gradient program') > 0 THEN 'computing the loss and its gradient'
+                    ELSE 'updating ' || array_to_string(stepped, ', ') || ' and the optimizer state' END;
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
+      DETAIL = format('Step %s of training run "%s" (%s) failed while %s.', step, run_name, opt, e_where) ||
+               _ddx.users_frames(e_ctx) ||
+               CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
+               CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
+      HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
+             CASE WHEN e_state LIKE '22%' AND strpos(e_msg, 'out of range') > 0
+                  THEN 'The loss, its gradient or the update left float8''s range: lower the learning rate, or clip '
+                       'with max_grad_norm. ' ELSE '' END ||
+             CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
+                  ELSE 'SET ddx.show_sql = on to see the statement.' END;
+  END;
+  -- (the error undoes the step's update with everything since the caller's
+  -- transaction, or ddx_train's last COMMIT, began)
+  IF loss IS NOT NULL AND NOT _ddx.finite(loss) OR grad_norm IS NOT NULL AND NOT _ddx.finite(grad_norm) THEN
+    RAISE EXCEPTION 'step % of training run "%" has a % that is not finite (%)', step, run_name,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN 'loss' ELSE 'gradient norm' END,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN loss ELSE grad_norm END
+      USING ERRCODE = '22P01',
+            DETAIL = format('Loss %s, gradient norm %s at learning rate %s: the step was not taken, and the '
+                            'parameters and optimizer state are those after step %s.', loss, grad_norm, lr, step - 1),
+            HINT = 'Lower the learning rate, clip the gradient (max_grad_norm), or look in the loss for what '
+                   'overflows (exp of a large value, a log or a division at zero).';
+  END IF;
+  INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
+    SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c
+  ON CONFLICT ON CONSTRAINT run_param_pkey DO UPDATE SET last_step = excluded.last_step;
+  INSERT INTO _ddx.train_log (run, step, loss, grad_norm, lr) VALUES (run_name, step, loss, grad_norm, lr);
+  lr_used := lr;
+END $$;
+
+-- ddx_adamw_step: one optimizer step inside the caller's transaction, with
+-- PyTorch's semantics and defaults (torch.optim.AdamW; Adam with L2 weight
+-- decay when decoupled is false, whose default weight_decay is 0 as in
+-- torch.optim.Adam), optional global-norm clipping as
+-- torch.nn.utils.clip_grad_norm_ computes it (max_grad_norm), bias-corrected
+-- moments kept per parameter row in ddx's state tables. Columns named in
+-- no_decay (nanoGPT: biases and LayerNorm gains) get no weight decay.
+-- state_name names the training run (default: one run per set of parameter
+-- columns). Returns the step number, the gradient's global norm before
+-- clipping, the learning rate used and the loss before the step.
+CREATE FUNCTION _ddx.ddx_adamw_step(loss_sql text, params text[], lr float8,
+                                    beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999, eps float8 DEFAULT 1e-8,
+                                    weight_decay float8 DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                                    max_grad_norm float8 DEFAULT NULL, state_name text DEFAULT NULL,
+                                    decoupled boolean DEFAULT true,
+                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE sql AS $$
+  SELECT * FROM _ddx.optimizer_step(CASE WHEN decoupled IS NOT FALSE THEN 'adamw' ELSE 'adam' END, loss_sql, params,
+                                   lr, beta1, beta2, eps,
+                                   coalesce(weight_decay, CASE WHEN decoupled IS NOT FALSE THEN 0.01 ELSE 0 END),
+                                   no_decay, max_grad_norm, 0, 0, false, state_name)
+$$;
+CREATE FUNCTION ddx_adamw_step(loss_sql text, params text[], lr float8,
+                               beta1 float8 DEFAULT 0.9, beta2 float8 DEFAULT 0.999, eps float8 DEFAULT 1e-8,
+                               weight_decay float8 DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                               max_grad_norm float8 DEFAULT NULL, state_name text DEFAULT NULL,
+                               decoupled boolean DEFAULT true,
+                               OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ddx_sgd_step: torch.optim.SGD (momentum, dampening, Nesterov, L2 weight
+-- decay; PyTorch's defaults) after one backward pass, with optional
+-- global-norm clipping. Momentum buffers are kept per parameter row in ddx's
+-- state tables (none without momentum).
+CREATE FUNCTION _ddx.ddx_sgd_step(loss_sql text, params text[], lr float8, momentum float8 DEFAULT 0,
+                                  dampening float8 DEFAULT 0, weight_decay float8 DEFAULT 0,
+                                  nesterov boolean DEFAULT false, max_grad_norm float8 DEFAULT NULL,
+                                  state_name text DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                                  OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE sql AS $$
+  SELECT * FROM _ddx.optimizer_step('sgd', loss_sql, params, lr, 0.9, 0.999, 0, weight_decay, no_decay,
+                                   max_grad_norm, momentum, dampening, nesterov, state_name)
+$$;
+CREATE FUNCTION ddx_sgd_step(loss_sql text, params text[], lr float8, momentum float8 DEFAULT 0,
+                             dampening float8 DEFAULT 0, weight_decay float8 DEFAULT 0,
+                             nesterov boolean DEFAULT false, max_grad_norm float8 DEFAULT NULL,
+                             state_name text DEFAULT NULL, no_decay text[] DEFAULT '{}',
+                             OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+  AS 'MODULE_PATHNAME', 'ddx_forward' LANGUAGE C VOLATILE PARALLEL UNSAFE;
