@@ -1,5 +1,62 @@
 -- --- optimizer steps -------------------------------------------------------
 
+-- An optimizer's rule: how a row's state moves and how far its value moves,
+-- what _ddx.step_sql assembles a step from; one function per optimizer
+-- (_ddx.adam_rule, _ddx.sgd_rule), found by _ddx.optimizer. In its texts d.d
+-- is a row's gradient as applied (clipped; plus the L2 term where the rule
+-- does not decay the value itself), s the row's state, $n the step's
+-- settings (see _ddx.step_sql).
+--   decoupled    weight decay moves the value (AdamW: p *= 1 - lr * wd), not
+--                the gradient (the L2 term of Adam and SGD)
+--   plain        a rule without state: the new value of %1$s given the
+--                applied gradient %2$s (NULL for a rule with state)
+--   state_cols   the state's columns besides step and at
+--   state_first  their values at a row's first step
+--   state_next   their values at a later one (%1$s: the step its column was
+--                last stepped at; a row that missed it starts again)
+--   state_out    what the state's update returns: the move u, or what it is
+--                computed from
+--   move         a row's move u from s (the state returned) and, where
+--                move_reads_gradient, its gradient g.d; NULL: state_out is u
+CREATE TYPE _ddx.optimizer_rule AS (decoupled boolean, plain text, state_cols text, state_first text, state_next text,
+                                    state_out text, move text, move_reads_gradient boolean);
+
+-- Adam (AdamW where `decoupled`), as torch.optim's: m and v with the row's
+-- own bias correction; u = lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+CREATE FUNCTION _ddx.adam_rule(decoupled boolean) RETURNS _ddx.optimizer_rule
+LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT ROW(decoupled, NULL, 'm, v', '(1 - $4) * d.d, (1 - $5) * d.d * d.d',
+             'm = CASE WHEN s.at = %1$s THEN $4 * s.m ELSE 0 END + (1 - $4) * d.d, '
+             'v = CASE WHEN s.at = %1$s THEN $5 * s.v ELSE 0 END + (1 - $5) * d.d * d.d',
+             '($3 / (1 - $4 ^ s.step)) * s.m / (sqrt(s.v) / sqrt(1 - $5 ^ s.step) + $6) AS u',
+             NULL, false)::_ddx.optimizer_rule
+$$;
+
+-- SGD, as torch.optim's. Without momentum it keeps no state: p -= lr * d.
+-- With it, buf = d on a row's first step, else momentum * buf +
+-- (1 - dampening) * d, and p -= lr * buf (nesterov: lr * (d + momentum * buf)).
+CREATE FUNCTION _ddx.sgd_rule(momentum boolean, nesterov boolean) RETURNS _ddx.optimizer_rule
+LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT CASE WHEN NOT momentum
+              THEN ROW(false, '%1$s - $3 * (%2$s)', NULL, NULL, NULL, NULL, NULL, false)::_ddx.optimizer_rule
+              ELSE ROW(false, NULL, 'buf', 'd.d', 'buf = CASE WHEN s.at = %1$s THEN $8 * s.buf + (1 - $9) * d.d ELSE d.d END',
+                       's.buf AS b', CASE WHEN nesterov THEN '$3 * (g.d + $8 * s.b)' ELSE '$3 * s.b' END,
+                       nesterov)::_ddx.optimizer_rule
+         END
+$$;
+
+-- The rule of optimizer `opt` ('adam', 'adamw' or 'sgd') with its settings.
+CREATE FUNCTION _ddx.optimizer(opt text, momentum boolean, nesterov boolean) RETURNS _ddx.optimizer_rule
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  CASE opt
+    WHEN 'adam' THEN RETURN _ddx.adam_rule(false);
+    WHEN 'adamw' THEN RETURN _ddx.adam_rule(true);
+    WHEN 'sgd' THEN RETURN _ddx.sgd_rule(momentum, nesterov);
+  END CASE;
+  RAISE EXCEPTION 'unknown optimizer %', opt USING ERRCODE = '22023';
+END $$;
+
 -- The statement of one optimizer step (see _ddx.optimizer_step) for the
 -- parameter tables `tabs` of a run owned by `run_owner`: the same text for
 -- every step of a run with the same settings, so that a session prepares it
@@ -16,49 +73,32 @@
 --   ddx_s<i>   the state rows, updated (ddx_so) or inserted (ddx_sn): a row
 --              new to the run, or not stepped the last time its column was,
 --              starts at zero (lazy state); one UPDATE and an anti-joined
---              INSERT cost half of INSERT ... ON CONFLICT at 800k rows
+--              INSERT cost half of INSERT ... ON CONFLICT (bench/RESULTS.md)
 --   ddx_v<i>   what each row's value moves by
 --   ddx_u<i>   the parameter table, updated in place
--- A row whose value is NULL is not stepped: its state row, if any, falls
--- behind its column's last step and counts no more (ddx_state does not show
--- it; it starts again from zero when the row has a value; ddx_train prunes
--- such rows when it ends). Deleting them here cost a nested loop per table.
-CREATE FUNCTION _ddx.step_sql(opt text, loss_sql text, tabs _ddx.param_table[], run_owner regrole, decays boolean,
-                              nesterov boolean, stateful boolean, OUT sql text, OUT stepped text[])
+-- (the CTEs of one table: _ddx.step_table_sql). A row whose value is NULL is
+-- not stepped: its state row, if any, falls behind its column's last step
+-- and counts no more (ddx_state does not show it; it starts again from zero
+-- when the row has a value; ddx_train prunes such rows when it ends).
+-- Deleting them here cost a nested loop per table.
+--   On Citus, every CTE of the statement that reads a Citus table is a
+-- subplan of its own, run as an execution of its own, and each execution
+-- ran the gradient program again (an MLP's step: once per parameter table
+-- and once for the loss). There the gradients of all tables and the loss
+-- come from one CTE, ddx_gall (t = the table's number, 0 the loss; keys as
+-- text, values and gradients as float8 arrays), and ddx_g<i> read it back.
+CREATE FUNCTION _ddx.step_sql(rule _ddx.optimizer_rule, loss_sql text, tabs _ddx.param_table[], run_owner regrole,
+                              decays boolean, OUT sql text, OUT stepped text[])
 LANGUAGE plpgsql AS $$
 DECLARE
   t _ddx.param_table;
-  st regclass;
+  one record;
   gctes text[] := '{}';  -- ddx_g<i>, before ddx_norm
   ctes text[] := '{}';   -- the rest, after ddx_scale
   norms text[] := '{}';
-  ks text;   -- k1, k2, ...
-  kgt text;  -- AND t.<key> = g.k1 ...
-  kst text;  -- AND t.<key> = s.k1 ...
-  kgs text;  -- AND g.k1 = s.k1 ...
-  kds text;  -- AND s.k1 = d.k1 ...
-  sset text;
-  icols text;
-  ivals text;
-  sret text;
-  gsel text;
-  dsel text[];
-  lcase text;
-  upd text;
-  nc int;
+  garms text[] := '{}';  -- on Citus, ddx_gall's arms
   nt int := 0;
-  -- On Citus, every CTE of the statement that reads a Citus table is a
-  -- subplan of its own, run as an execution of its own, and each execution
-  -- ran the gradient program again (an MLP's step: once per parameter table
-  -- and once for the loss). There the gradients of all tables and the loss
-  -- come from one CTE, ddx_gall (t = the table's number, 0 the loss; keys as
-  -- text, values and gradients as float8 arrays), and ddx_g<i> read it back.
   citus boolean := false;
-  garms text[] := '{}';
-  gk text;   -- ARRAY[t.<key>::text, ...]
-  gp text;   -- ARRAY[t.<col>::float8, ...]
-  gg text;   -- ARRAY[grad(..., t.<col>), ...]
-  gback text;  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
   lossv text := '@extschema@.ddx_value(''ddx_loss'')';
 BEGIN
   stepped := '{}';
@@ -74,130 +114,11 @@ BEGIN
   FOREACH t IN ARRAY tabs LOOP
     nt := nt + 1;
     stepped := stepped || t.qtbl;
-    nc := array_length(t.cols, 1);
-    ks := '';
-    kgt := '';
-    kst := '';
-    kgs := '';
-    kds := '';
-    gsel := '';
-    FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
-      ks := ks || format('k%s, ', k);
-      kgt := kgt || format(' AND t.%I = g.k%s', t.keys[k], k);
-      kst := kst || format(' AND t.%I = s.k%s', t.keys[k], k);
-      kgs := kgs || format(' AND g.k%s = s.k%s', k, k);
-      kds := kds || format(' AND s.k%s = d.k%s', k, k);
-      gsel := gsel || format('t.%I AS k%s, ', t.keys[k], k);
-    END LOOP;
-    dsel := '{}';
-    -- d.last: the run step the column was last stepped at (ddx_l<i>, read
-    -- once per execution, in a CTE of its own: on Citus, a local table may
-    -- not be read inside a statement that updates a Citus table)
-    lcase := 'd.last';
-    FOR j IN 1 .. nc LOOP
-      gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
-      norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
-      -- the gradient applied: clipped, plus the L2 term (Adam, SGD) where the column decays
-      dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d, l.last_step AS last '
-                             'FROM ddx_g%s g CROSS JOIN ddx_scale c LEFT JOIN ddx_l%s l ON l.col = %2$L '
-                             'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
-                             CASE WHEN opt <> 'adamw' AND t.decay[j] AND decays
-                                  THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
-    END LOOP;
-    IF citus THEN
-      gk := '';
-      gback := '';
-      FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
-        gk := gk || format('t.%I::text, ', t.keys[k]);
-        gback := gback || format('(a.k[%1$s])::%2$s AS k%1$s, ', k, t.ktypes[k]);
-      END LOOP;
-      gp := '';
-      gg := '';
-      FOR j IN 1 .. nc LOOP
-        gp := gp || format('t.%I::float8, ', t.cols[j]);
-        gg := gg || format('@extschema@.grad(''ddx_loss'', t.%I), ', t.cols[j]);
-        gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
-      END LOOP;
-      garms := garms || format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
-                               'ARRAY[%s]::float8[] AS g FROM %s t', nt, rtrim(gk, ', '), rtrim(gp, ', '),
-                               rtrim(gg, ', '), t.qtbl);
-      gctes := gctes || format('ddx_g%s AS (SELECT %s FROM ddx_gall a WHERE a.t = %s)', nt, rtrim(gback, ', '), nt);
-    ELSE
-      gctes := gctes || format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
-    END IF;
-    IF NOT stateful THEN
-      -- SGD without momentum keeps no state: p -= lr * (clipped gradient + L2 term)
-      upd := '';
-      FOR j IN 1 .. nc LOOP
-        upd := upd || format('%1$I = t.%1$I - $3 * (g.g%2$s * c.s%3$s), ', t.cols[j], j,
-                             CASE WHEN t.decay[j] AND decays THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END);
-      END LOOP;
-      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_g%1$s g, ddx_scale c WHERE true%4$s RETURNING 1)',
-                             nt, t.qtbl, rtrim(upd, ', '), kgt);
-      CONTINUE;
-    END IF;
-    st := _ddx.state_table_for(t.tbl, run_owner);
-    ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
-                           'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
-    ctes := ctes || format('ddx_d%s AS (%s)', nt, array_to_string(dsel, ' UNION ALL '));
-    -- state: rows stepped before are updated (a HOT update: no key changes),
-    -- rows new to the run inserted (a row not stepped the last time its
-    -- column was starts again from zero); ddx_s<i> has the step each takes
-    IF opt = 'sgd' THEN
-      -- buf = d on a row's first step, else momentum * buf + (1 - dampening) * d
-      sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
-                     'buf = CASE WHEN s.at = %1$s THEN $8 * s.buf + (1 - $9) * d.d ELSE d.d END, at = $1', lcase);
-      icols := 'step, at, buf';
-      ivals := '1, $1, d.d';
-      sret := 's.buf AS b';
-    ELSE
-      -- Adam: m, v with the row's own bias correction; u = lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
-      sset := format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, '
-                     'm = CASE WHEN s.at = %1$s THEN $4 * s.m ELSE 0 END + (1 - $4) * d.d, '
-                     'v = CASE WHEN s.at = %1$s THEN $5 * s.v ELSE 0 END + (1 - $5) * d.d * d.d, at = $1', lcase);
-      icols := 'step, at, m, v';
-      ivals := '1, $1, (1 - $4) * d.d, (1 - $5) * d.d * d.d';
-      sret := '($3 / (1 - $4 ^ s.step)) * s.m / (sqrt(s.v) / sqrt(1 - $5 ^ s.step) + $6) AS u';
-    END IF;
-    ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
-                           'RETURNING s.col, %5$s%6$s)', nt, st, sset, kds, replace(ks, 'k', 's.k'), sret);
-    -- The rows the UPDATE missed, by an anti-join with its RETURNING rows
-    -- (the rows it matched), not with the state table: on Citus, a state
-    -- table distributed like its parameters may not be read by a subquery
-    -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
-    -- rows: 1.1 s of nothing at 800k rows otherwise.)
-    ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
-                           'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
-                           'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
-                           'AND o.col IS NULL RETURNING s.col, %8$s%9$s)', nt, st, ks, icols, replace(ks, 'k', 'd.k'),
-                           ivals, replace(kds, 's.k', 'o.k'), replace(ks, 'k', 's.k'), sret);
-    ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
-    IF opt = 'sgd' AND nesterov THEN  -- p -= lr * (d + momentum * buf)
-      ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s$3 * (g.d + $8 * s.b) AS u FROM ddx_s%1$s s '
-                             'JOIN ddx_d%1$s g ON g.col = s.col%3$s)', nt, replace(ks, 'k', 's.k'), kgs);
-    ELSIF opt = 'sgd' THEN  -- p -= lr * buf
-      ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s$3 * s.b AS u FROM ddx_s%1$s s)', nt,
-                             replace(ks, 'k', 's.k'));
-    ELSE
-      ctes := ctes || format('ddx_v%1$s AS (SELECT * FROM ddx_s%1$s)', nt);
-    END IF;
-    -- the update; AdamW decays the value itself: p *= 1 - lr * weight_decay
-    upd := '';
-    FOR j IN 1 .. nc LOOP
-      upd := upd || format('%1$I = t.%1$I%2$s - %3$s, ', t.cols[j],
-                           CASE WHEN opt = 'adamw' AND t.decay[j] AND decays THEN ' * (1 - $3 * $10)' ELSE '' END,
-                           CASE WHEN nc = 1 THEN 's.u' ELSE format('coalesce(s.u%s, 0)', j) END);
-    END LOOP;
-    IF nc = 1 THEN
-      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_v%1$s s WHERE true%4$s RETURNING 1)',
-                             nt, t.qtbl, rtrim(upd, ', '), kst);
-    ELSE  -- one row per key: the columns' steps side by side
-      ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM (SELECT %4$s%5$s FROM ddx_v%1$s GROUP BY %6$s) s '
-                             'WHERE true%7$s RETURNING 1)', nt, t.qtbl, rtrim(upd, ', '), ks,
-                             array_to_string(ARRAY(SELECT format('max(u) FILTER (WHERE col = %L) AS u%s', t.cols[j], j)
-                                                     FROM generate_series(1, nc) j), ', '),
-                             CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
-    END IF;
+    one := _ddx.step_table_sql(rule, t, nt, run_owner, decays, citus);
+    gctes := gctes || one.gcte;
+    garms := garms || one.garm;
+    norms := norms || one.norms;
+    ctes := ctes || one.ctes;
   END LOOP;
   IF citus THEN
     gctes := ARRAY[format('ddx_gall AS MATERIALIZED (%s UNION ALL SELECT 0, NULL::text[], NULL::float8[], ARRAY[%s])',
@@ -211,6 +132,130 @@ BEGIN
                 'SELECT n.norm, n.loss FROM ddx_norm n',
                 loss_sql, array_to_string(gctes, ', '), lossv, array_to_string(norms, ' UNION ALL '),
                 array_to_string(ctes, ', '));
+END $$;
+
+-- The CTEs of parameter table `t`, the `nt`th of a step (see _ddx.step_sql):
+-- gcte its ddx_g<nt> (and on Citus garm, its arm of ddx_gall), norms its
+-- columns' sums of squared gradients, ctes the rest (ddx_l, ddx_d, ddx_so,
+-- ddx_sn, ddx_s, ddx_v, ddx_u; ddx_u alone for a rule without state).
+CREATE FUNCTION _ddx.step_table_sql(rule _ddx.optimizer_rule, t _ddx.param_table, nt int, run_owner regrole,
+                                    decays boolean, citus boolean, OUT gcte text, OUT garm text, OUT norms text[],
+                                    OUT ctes text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  st regclass;
+  nc int := array_length(t.cols, 1);
+  ks text := '';   -- k1, k2, ...
+  kgt text := '';  -- AND t.<key> = g.k1 ...
+  kst text := '';  -- AND t.<key> = s.k1 ...
+  kgs text := '';  -- AND g.k1 = s.k1 ...
+  kds text := '';  -- AND s.k1 = d.k1 ...
+  gsel text := '';
+  dsel text[] := '{}';
+  -- d.last: the run step the column was last stepped at (ddx_l<i>, read
+  -- once per execution, in a CTE of its own: on Citus, a local table may
+  -- not be read inside a statement that updates a Citus table)
+  lcase text := 'd.last';
+  sret text := rule.state_out;
+  upd text := '';
+  gk text := '';     -- ARRAY[t.<key>::text, ...]
+  gp text := '';     -- ARRAY[t.<col>::float8, ...]
+  gg text := '';     -- ARRAY[grad(..., t.<col>), ...]
+  gback text := '';  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
+BEGIN
+  norms := '{}';
+  ctes := '{}';
+  FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
+    ks := ks || format('k%s, ', k);
+    kgt := kgt || format(' AND t.%I = g.k%s', t.keys[k], k);
+    kst := kst || format(' AND t.%I = s.k%s', t.keys[k], k);
+    kgs := kgs || format(' AND g.k%s = s.k%s', k, k);
+    kds := kds || format(' AND s.k%s = d.k%s', k, k);
+    gsel := gsel || format('t.%I AS k%s, ', t.keys[k], k);
+    gk := gk || format('t.%I::text, ', t.keys[k]);
+    gback := gback || format('(a.k[%1$s])::%2$s AS k%1$s, ', k, t.ktypes[k]);
+  END LOOP;
+  FOR j IN 1 .. nc LOOP
+    gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
+    gp := gp || format('t.%I::float8, ', t.cols[j]);
+    gg := gg || format('@extschema@.grad(''ddx_loss'', t.%I), ', t.cols[j]);
+    gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
+    norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
+    -- the gradient applied: clipped, plus the L2 term where the column decays
+    dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d, l.last_step AS last '
+                           'FROM ddx_g%s g CROSS JOIN ddx_scale c LEFT JOIN ddx_l%s l ON l.col = %2$L '
+                           'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
+                           CASE WHEN NOT rule.decoupled AND t.decay[j] AND decays
+                                THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
+  END LOOP;
+  IF citus THEN
+    garm := format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
+                   'ARRAY[%s]::float8[] AS g FROM %s t', nt, rtrim(gk, ', '), rtrim(gp, ', '),
+                   rtrim(gg, ', '), t.qtbl);
+    gcte := format('ddx_g%s AS (SELECT %s FROM ddx_gall a WHERE a.t = %s)', nt, rtrim(gback, ', '), nt);
+  ELSE
+    gcte := format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
+  END IF;
+  IF rule.plain IS NOT NULL THEN  -- no state: each value moves by its applied gradient
+    FOR j IN 1 .. nc LOOP
+      upd := upd || format('%1$I = %2$s, ', t.cols[j],
+                           format(rule.plain, format('t.%I', t.cols[j]), format('g.g%s * c.s%s', j,
+                                  CASE WHEN NOT rule.decoupled AND t.decay[j] AND decays
+                                       THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END)));
+    END LOOP;
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_g%1$s g, ddx_scale c WHERE true%4$s RETURNING 1)',
+                           nt, t.qtbl, rtrim(upd, ', '), kgt);
+    RETURN;
+  END IF;
+  st := _ddx.state_table_for(t.tbl, run_owner);
+  ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
+                         'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
+  ctes := ctes || format('ddx_d%s AS (%s)', nt, array_to_string(dsel, ' UNION ALL '));
+  -- state: rows stepped before are updated (a HOT update: no key changes),
+  -- rows new to the run inserted (a row not stepped the last time its
+  -- column was starts again from zero); ddx_s<i> has the step each takes
+  ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
+                         'RETURNING s.col, %5$s%6$s)', nt, st,
+                         format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, ', lcase)
+                           || format(rule.state_next, lcase) || ', at = $1',
+                         kds, replace(ks, 'k', 's.k'), sret);
+  -- The rows the UPDATE missed, by an anti-join with its RETURNING rows
+  -- (the rows it matched), not with the state table: on Citus, a state
+  -- table distributed like its parameters may not be read by a subquery
+  -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
+  -- rows.)
+  ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
+                         'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
+                         'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
+                         'AND o.col IS NULL RETURNING s.col, %8$s%9$s)', nt, st, ks, 'step, at, ' || rule.state_cols,
+                         replace(ks, 'k', 'd.k'), '1, $1, ' || rule.state_first, replace(kds, 's.k', 'o.k'),
+                         replace(ks, 'k', 's.k'), sret);
+  ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
+  IF rule.move IS NULL THEN
+    ctes := ctes || format('ddx_v%1$s AS (SELECT * FROM ddx_s%1$s)', nt);
+  ELSE
+    ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s%3$s AS u FROM ddx_s%1$s s%4$s)', nt,
+                           replace(ks, 'k', 's.k'), rule.move,
+                           CASE WHEN rule.move_reads_gradient
+                                THEN format(' JOIN ddx_d%s g ON g.col = s.col%s', nt, kgs) ELSE '' END);
+  END IF;
+  -- the update; a decoupled rule decays the value itself: p *= 1 - lr * weight_decay
+  upd := '';
+  FOR j IN 1 .. nc LOOP
+    upd := upd || format('%1$I = t.%1$I%2$s - %3$s, ', t.cols[j],
+                         CASE WHEN rule.decoupled AND t.decay[j] AND decays THEN ' * (1 - $3 * $10)' ELSE '' END,
+                         CASE WHEN nc = 1 THEN 's.u' ELSE format('coalesce(s.u%s, 0)', j) END);
+  END LOOP;
+  IF nc = 1 THEN
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_v%1$s s WHERE true%4$s RETURNING 1)',
+                           nt, t.qtbl, rtrim(upd, ', '), kst);
+  ELSE  -- one row per key: the columns' steps side by side
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM (SELECT %4$s%5$s FROM ddx_v%1$s GROUP BY %6$s) s '
+                           'WHERE true%7$s RETURNING 1)', nt, t.qtbl, rtrim(upd, ', '), ks,
+                           array_to_string(ARRAY(SELECT format('max(u) FILTER (WHERE col = %L) AS u%s', t.cols[j], j)
+                                                   FROM generate_series(1, nc) j), ', '),
+                           CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
+  END IF;
 END $$;
 
 -- An optimizer setting out of its range, refused as torch.optim refuses it
@@ -369,7 +414,7 @@ BEGIN
     END IF;
   END LOOP;
   SELECT q.sql, q.stepped INTO sql, stepped
-    FROM _ddx.step_sql(opt, loss_sql, kept, run_owner, weight_decay <> 0, nesterov, opt <> 'sgd' OR momentum <> 0) q;
+    FROM _ddx.step_sql(_ddx.optimizer(opt, momentum <> 0, nesterov), loss_sql, kept, run_owner, weight_decay <> 0) q;
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
   -- and ddx differentiate it, again)
