@@ -73,7 +73,7 @@ END $$;
 --   ddx_s<i>   the state rows, updated (ddx_so) or inserted (ddx_sn): a row
 --              new to the run, or not stepped the last time its column was,
 --              starts at zero (lazy state); one UPDATE and an anti-joined
---              INSERT cost half of INSERT ... ON CONFLICT (bench/RESULTS.md)
+--              INSERT cost less than INSERT ... ON CONFLICT (bench/state.py)
 --   ddx_v<i>   what each row's value moves by
 --   ddx_u<i>   the parameter table, updated in place
 -- (the CTEs of one table: _ddx.step_table_sql). A row whose value is NULL is
@@ -223,7 +223,7 @@ BEGIN
   -- (the rows it matched), not with the state table: on Citus, a state
   -- table distributed like its parameters may not be read by a subquery
   -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
-  -- rows.)
+  -- rows: bench/state.py.)
   ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
                          'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
                          'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
