@@ -1,4 +1,4 @@
-// The runner (src/pg/runner.cpp): runs gradient programs for _ddx.grad_at and
+// The runner (src/pg/runner/): runs gradient programs for _ddx.grad_at and
 // serves each row's gradient and the loss's value.
 #pragma once
 

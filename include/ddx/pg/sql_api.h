@@ -1,4 +1,4 @@
-// The C side of ddx's SQL API (src/pg/sql_api.cpp): the shim of the public
+// The C side of ddx's SQL API (src/pg/api/sql_api.cpp): the shim of the public
 // functions written in SQL or plpgsql, run locks, and the guard on DROP
 // EXTENSION ddx.
 #pragma once

@@ -2,7 +2,7 @@
 // Query trees (phase "PostgreSQL in"). Views are expanded, CTEs resolved by
 // name and level, functions and operators resolved by OID: a function counts
 // as differentiable when it is a built-in of pg_catalog whose C symbol is in
-// the rule map (translate.cpp), or an SQL function that PostgreSQL would
+// the rule map (translate/catalog.cpp), or an SQL function that PostgreSQL would
 // inline (its body is translated in its place, by PostgreSQL's own inlining:
 // scalar ones through eval_const_expressions, set-returning ones in FROM
 // through inline_set_returning_function); everything else is emitted as an
@@ -100,6 +100,11 @@ class Translator {
   RelP Table(RangeTblEntry *rte, std::vector<int> *attno_to_col);
   RelP SetOp(Query *q, Node *n, const Scope *scope);
   RelP JoinWindows(Query *q, RelP rel, const Ctx &c, std::map<const WindowFunc *, int> &out);
+  RelP PartitionAggregates(RelP rel, std::vector<ExprP> pre, const std::vector<WindowFunc *> &mine,
+                           const std::vector<std::string> &names, const Ctx &c, std::map<const WindowFunc *, int> &out);
+  RelP WindowOver(Query *q, RelP rel, WindowClause *wc, const std::vector<ExprP> &pre,
+                  const std::vector<WindowFunc *> &mine, const std::vector<std::string> &names, const Ctx &c,
+                  std::map<const WindowFunc *, int> &out);
   RelP JoinScalars(RelP rel, const std::vector<SubLink *> &links, const Scope *scope,
                    std::map<const SubLink *, int> &out);
   ExprP Expr(Node *n, const Ctx &c);  // a dispatcher over the node families below (expr.cpp)

@@ -5,7 +5,7 @@
 // PyTorch skips a parameter whose .grad is None; where the loss calls a
 // function ddx cannot see into, the table could be read in there, and the
 // step is refused rather than answered with a zero gradient (the hook
-// refuses grad() so, see RefuseUnread in hook.cpp).
+// refuses grad() so, see RefuseUnread in hook/grad_rewrite.cpp).
 //
 // The loss is analyzed as the step's statement reads it ($1 an int4, the
 // step's number) and translated by the same Translator as grad's loss, so the
