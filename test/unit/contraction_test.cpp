@@ -1,0 +1,159 @@
+// The contraction transpose (ops/contraction.cpp) and the sides it saves.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "golden.h"
+#include "models.h"
+#include "sql_parses.h"
+
+namespace ddx {
+namespace {
+
+// h = x ⋈ a ⋈ g ⋈ b (four leaves, one row per x row: LayerNorm's shape),
+// then Σ_e h · w grouped by keys of both sides (a contraction: each h row
+// meets every w row of its e) or by a key of h's only.
+RelP FourLeafSideOf(bool contraction) {
+  RelP x = Scan("public.x", {"s", "e", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP a = Scan("public.a", {"s", "val"}, {kI4, kF8}, {-1, -1});
+  RelP g = Scan("public.g", {"e", "val"}, {kI4, kF8}, {-1, -1});
+  RelP b = Scan("public.b", {"e", "val"}, {kI4, kF8}, {-1, -1});
+  auto eq = [](int l, int r) { return Opaque("($1 = $2)", {Col(l, kI4), Col(r, kI4)}, kBool); };
+  RelP j = Join(Join(Join(x, a, eq(0, 3)), g, eq(1, 5)), b, eq(1, 7));
+  RelP h =
+      Project(j, {Col(0, kI4), Col(1, kI4),
+                  Call("add", {Call("mul", {Col(2, kF8), Col(4, kF8)}), Call("mul", {Col(6, kF8), Col(8, kF8)})})});
+  RelP w = Scan("public.w", {"e", "c", "val"}, {kI4, kI4, kF8}, {-1, -1, 1});
+  RelP hw = Join(h, w, eq(1, 3));
+  ExprP prod = Call("mul", {Col(2, kF8), Col(5, kF8)});
+  RelP agg = contraction ? Aggregate(Project(hw, {Col(0, kI4), Col(4, kI4), prod}), 2, {{"sum", 2}}, {kI4, kI4, kF8})
+                         : Aggregate(Project(hw, {Col(0, kI4), prod}), 1, {{"sum", 1}}, {kI4, kF8});
+  return SumOfSquares(agg, contraction ? 2 : 1);
+}
+
+TEST(Program, ACompoundSideOfAContractionIsSavedNotRecomputedPerJoinedRow) {
+  Program c = Build(FourLeafSideOf(true));
+  Program o = Build(FourLeafSideOf(false));
+  EXPECT_EQ(ParseError(c.sql), "") << c.sql;
+  EXPECT_EQ(ParseError(o.sql), "") << o.sql;
+  // the contraction saves h (one more forward step, read by rid); grouped by
+  // h's key alone, nothing repeats h's rows and h stays in the region
+  EXPECT_EQ(c.forward_steps, o.forward_steps + 1) << c.sql;
+}
+
+// The contraction transpose: with only w receiving gradient, w's adjoint in
+// sum(x.val * w.val) ... GROUP BY x.s is x joined with the cotangents on the
+// key (x.s), summed by what w is compared with (x.f), and only then joined
+// to w; x JOIN w is not recomputed. With x a parameter too, one pass over
+// the region serves both (GROUPING SETS).
+TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
+  Program p = Build(LinearLoss());
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  // (the cotangents carry their groups' saved columns: no join with f5 on rid)
+  EXPECT_NE(p.sql.find("FROM f1 a0 OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("FROM b5 a OFFSET 0) a"), std::string::npos) << p.sql;
+  // (read by b2 alone: planned inside it, not stored)
+  EXPECT_NE(p.sql.find("b5 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM"), std::string::npos)
+      << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.oa0_c1) t JOIN f2 a1 ON (t.oa0_c1 = a1.c0) GROUP BY 1"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
+
+  p = Build(SumOfSquares(SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
+}
+
+// Both sides parameters (attention's q·k): each side is transposed on its
+// own, and a condition that reads a side only through its group key (k.j <=
+// q.i, both keys) is checked on the cotangent's key instead, so that the
+// sum is by (i, c) and (j, c), not by every (i, j, c). Where it reads
+// nothing but integer group keys, every group passed it: not tested again.
+TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
+  auto attention = [](const Type &t) {
+    RelP q = Scan("public.q", {"i", "c", "val"}, {t, kI4, kF8}, {-1, -1, 0});
+    RelP k = Scan("public.k", {"j", "c", "val"}, {t, kI4, kF8}, {-1, -1, 1});
+    RelP j = Join(q, k,
+                  Opaque("($1 AND $2)",
+                         {Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(4, kI4)}, kBool),
+                          Opaque("($1 OPERATOR(pg_catalog.<=) $2)", {Col(3, t), Col(0, t)}, kBool)},
+                         kBool, "AND"));
+    RelP s = Aggregate(Project(j, {Col(0, t), Col(3, t), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
+                       {t, t, kF8});
+    return Build(SumOfSquares(s, 2));
+  };
+  Program p = attention(kI4);
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.g0, q.oa1_c1) t JOIN f1 a0"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.g1, q.oa0_c1) t JOIN f2 a1"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("<="), p.sql.rfind("<=")) << p.sql;  // in the forward only
+  // a step read by two later steps is stored, one read by one step is not;
+  // forward steps are stored (the backward reads them again)
+  EXPECT_NE(p.sql.find("\nb5 AS MATERIALIZED ("), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("\nb2 AS NOT MATERIALIZED ("), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("\nb1 AS NOT MATERIALIZED ("), std::string::npos) << p.sql;
+  for (size_t at = p.sql.find(" AS NOT MATERIALIZED"); at != std::string::npos;
+       at = p.sql.find(" AS NOT MATERIALIZED", at + 1))
+    EXPECT_EQ(p.sql[p.sql.rfind('\n', at) + 1], 'b') << p.sql;
+  // numeric keys: 1.0 and 1.00 are one group, a condition could tell them
+  // apart (the region is recomputed, its condition with it)
+  p = attention(Type{"pg_catalog.numeric", false});
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  size_t fwd = p.sql.find("<=");
+  EXPECT_NE(p.sql.find("(a1.c0 OPERATOR(pg_catalog.<=) a0.c0)", fwd + 1), std::string::npos) << p.sql;
+}
+
+// GROUP BY w.f, x.f over x JOIN w ON x.f = w.f: the condition reads only
+// keys, but it is also what joins x's rows to the sums by w.f (x.f is a key
+// found through w): it stays (soak seed 20261130, case 147, caught it gone:
+// every row of x took every group's gradient).
+TEST(Program, AConditionOnKeysThatLinksTheParameterStays) {
+  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, -1});
+  RelP j = Join(x, w, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
+  RelP s = Aggregate(Project(j, {Col(3, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 2, {{"sum", 2}},
+                     {kI4, kI4, kF8});
+  Program p = Build(SumOfSquares(s, 2));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  size_t b = p.sql.find("\nb");
+  EXPECT_NE(p.sql.find("OPERATOR(pg_catalog.=)", b), std::string::npos) << p.sql;
+}
+
+// A key of w that the join equates with a column of x is joined with the
+// cotangents as that column (inside, with x), not grouped and matched with w
+// afterwards. Where every key comes from w and nothing equates it with x, x
+// joined with the cotangents would be a cross product: the region is
+// recomputed instead.
+TEST(Program, ContractionKeysOfTheParameterSide) {
+  auto loss_by = [](std::vector<int> keys, const std::string &cond) {
+    RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
+    RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+    RelP j = Join(x, w, Opaque(cond, {Col(1, kI4), Col(3, kI4)}, kBool));
+    std::vector<ExprP> cols;
+    std::vector<Type> types;
+    for (int k : keys) cols.push_back(Col(k, kI4)), types.push_back(kI4);
+    cols.push_back(Call("mul", {Col(2, kF8), Col(4, kF8)}));
+    types.push_back(kF8);
+    int n = static_cast<int>(keys.size());
+    RelP pred = Aggregate(Project(j, cols), n, {{"sum", n}}, types);
+    return SumOfSquares(pred, n);
+  };
+  // GROUP BY x.s, w.f ON x.f = w.f: w.f is joined with the cotangents as x.f
+  Program p = Build(loss_by({0, 3}, "($1 OPERATOR(pg_catalog.=) $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("COALESCE(CAST(a0.c1 AS pg_catalog.int8), 4294967296) AS k1"), std::string::npos) << p.sql;
+  EXPECT_EQ(p.sql.find("AS g1"), std::string::npos) << p.sql;
+  // GROUP BY x.s, w.f ON x.f < w.f: w.f is grouped, then matched with w
+  p = Build(loss_by({0, 3}, "($1 < $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_NE(p.sql.find("a.c1 AS g1"), std::string::npos) << p.sql;
+  // GROUP BY w.f ON x.f < w.f: no key of x; the region x JOIN w is recomputed
+  p = Build(loss_by({3}, "($1 < $2)"));
+  EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+  EXPECT_EQ(p.sql.find("AS g0"), std::string::npos) << p.sql;
+  EXPECT_NE(p.sql.find("GROUP BY q.rid"), std::string::npos) << p.sql;
+}
+
+}  // namespace
+}  // namespace ddx
