@@ -97,11 +97,7 @@ int Lets::Depth(const std::string &sql, const std::map<std::string, int> &m) {
 }
 ExprP Lets::Placeholder(const std::string &sql, const Type &t, int &depth) const {
   depth = std::max(depth, Depth(sql, depth_));
-  auto c = std::make_shared<Expr>();
-  c->kind = ExprKind::Const;
-  c->type = t;
-  c->text = sql;
-  return c;
+  return MakeConst(sql, t);
 }
 std::string Lets::Name(const std::string &def, int depth, const std::string &guard) {
   std::string full = guard.empty() ? def : "CASE WHEN " + guard + " THEN " + def + " END";

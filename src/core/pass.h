@@ -32,6 +32,7 @@
 
 #include "ddx/core/agg_rules.h"
 #include "ddx/core/ir.h"
+#include "ddx/core/ir_build.h"
 #include "ddx/core/program.h"
 #include "ddx/core/pure.h"
 
@@ -55,13 +56,11 @@ using Terms = std::map<std::pair<int, int>, std::vector<std::string>>;  // (side
 
 // --- expressions (expr_util.cpp) ---------------------------------------------
 
-extern const Type kBool;
 bool IsBoolType(const Type &t);
 bool ContainsVolatile(const ExprP &e);
 size_t ExprSize(const ExprP &e);
 ExprP Substitute(const ExprP &e, const std::vector<ExprP> &cols);  // side-0 column j -> cols[j]
 void CollectCols(const ExprP &e, std::set<std::pair<int, int>> &out);
-ExprP MakeOpaque(const std::string &tmpl, std::vector<ExprP> args, Type t);
 std::set<int> LeafSides(const ExprP &e);
 bool HasSublink(const ExprP &e);
 bool ReadsColumns(const ExprP &e);
