@@ -38,10 +38,15 @@ TEST(Program, CitusTablesAreSavedAndTheirParameterRowsKeyed) {
 TEST(Program, CitusDataInPlaceIsUnfenced) {
   // sum(tanh(pred.z) * y.val) over pred JOIN y, pred = x JOIN w by x.s (the
   // gathered program computes tanh only for pred rows that meet a y row)
-  RelP pred = SumBy(XJoinW(-1, 0), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
-  RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
-  RelP yj = Join(pred, y, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
-  RelP loss = Aggregate(Project(yj, {Call("mul", {Call("tanh", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  RelP pred = SumBy(XJoinW(-1, 0), MakeCol(0, 0, kInt4),
+                    MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
+  RelP y = MakeScan("public.y", {"s", "val"}, {kInt4, kFloat8}, {-1, -1});
+  RelP yj = MakeJoin(pred, y, JoinKind::Inner,
+                     MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", {MakeCol(2, 0, kInt4), MakeCol(0, 0, kInt4)}, kBool));
+  RelP loss = MakeAggregate(
+      MakeProject(yj, {MakeCall("mul", {MakeCall("tanh", {MakeCol(1, 0, kFloat8)}, kFloat8), MakeCol(3, 0, kFloat8)},
+                                kFloat8)}),
+      0, {{"sum", 0}}, {kFloat8});
   MarkCitus(loss);
   EXPECT_TRUE(ReadsCitusData(loss));
   Program g = BuildGradientProgram(loss);
@@ -67,8 +72,11 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
             std::string::npos)
       << p.sql;
   auto linear = [](const std::string &agg) {
-    RelP pred = SumBy(XJoinW(-1, 0, {true, false, false}), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
-    RelP loss = Aggregate(Project(pred, {Call("mul", {Col(1, kF8), Col(1, kF8)})}), 0, {{agg, 0}}, {kF8});
+    RelP pred = SumBy(XJoinW(-1, 0, {true, false, false}), MakeCol(0, 0, kInt4),
+                      MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
+    RelP loss =
+        MakeAggregate(MakeProject(pred, {MakeCall("mul", {MakeCol(1, 0, kFloat8), MakeCol(1, 0, kFloat8)}, kFloat8)}),
+                      0, {{agg, 0}}, {kFloat8});
     MarkCitus(loss);
     return loss;
   };
@@ -88,9 +96,10 @@ TEST(Program, GroupRidsFromKeysAndPerSampleStepsRecomputedInPlace) {
   in = BuildGradientProgram(linear("max"), CitusPlacement::InPlace);
   EXPECT_NE(in.sql.find("f5 AS MATERIALIZED (SELECT (a0.s) AS rid"), std::string::npos) << in.sql;
   // (two keys, both NOT NULL)
-  RelP two = Aggregate(
-      Project(XJoinW(-1, 0, {true, true, false}), {Col(0, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}),
-      2, {{"sum", 2}}, {kI4, kI4, kF8});
+  RelP two = MakeAggregate(MakeProject(XJoinW(-1, 0, {true, true, false}),
+                                       {MakeCol(0, 0, kInt4), MakeCol(1, 0, kInt4),
+                                        MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)}),
+                           2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
   p = Build(SumOfSquares(two, 2));
   EXPECT_NE(p.sql.find(
                 "(CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a0.c1 AS pg_catalog.int8) + 2147483648)) AS rid"),
@@ -106,17 +115,21 @@ struct HiddenLayer {
 };
 
 HiddenLayer HiddenLayerMlp(const Type &sample) {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {sample, kI4, kF8}, {-1, -1, -1});
+  RelP x = MakeScan("public.x", {"s", "f", "val"}, {sample, kInt4, kFloat8}, {-1, -1, -1});
   x->notnull = {true, true, false};
-  RelP w1 = Scan("public.w1", {"f", "j", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
+  RelP w1 = MakeScan("public.w1", {"f", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
   w1->notnull = {true, true, false};
-  RelP xw = Join(x, w1, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP h = Aggregate(Project(xw, {Col(0, sample), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2,
-                     {{"sum", 2}}, {sample, kI4, kF8});
-  RelP w2 = Scan("public.w2", {"j", "val"}, {kI4, kF8}, {-1, 1});
-  RelP hw = Join(Project(h, {Col(0, sample), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
-                 Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP loss = SumOfSquares(SumBy(hw, Col(0, sample), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  RelP xw =
+      MakeJoin(x, w1, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+  RelP h = MakeAggregate(MakeProject(xw, {MakeCol(0, 0, sample), MakeCol(4, 0, kInt4),
+                                          MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8)}),
+                         2, {{"sum", 2}}, {sample, kInt4, kFloat8});
+  RelP w2 = MakeScan("public.w2", {"j", "val"}, {kInt4, kFloat8}, {-1, 1});
+  RelP hw = MakeJoin(MakeProject(h, {MakeCol(0, 0, sample), MakeCol(1, 0, kInt4),
+                                     MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8)}),
+                     w2, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+  RelP loss = SumOfSquares(
+      SumBy(hw, MakeCol(0, 0, sample), MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)), 1);
   MarkCitus(loss);
   return {xw, h, w2, loss};
 }
@@ -128,7 +141,7 @@ HiddenLayer HiddenLayerMlp(const Type &sample) {
 // groups by them, the deferred rows rejoin on them, and its transpose reads
 // them from the cotangent. Not in the gathered program, nor on one server.
 TEST(Program, PackedRidsCarryTheirKeysInPlace) {
-  auto [xw, h, w2, loss] = HiddenLayerMlp(kI4);
+  auto [xw, h, w2, loss] = HiddenLayerMlp(kInt4);
   Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
   EXPECT_NE(in.sql.find("4294967296 + (CAST("), std::string::npos) << in.sql;  // (the packed rid)
@@ -152,12 +165,17 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
   EXPECT_EQ(recomputed, 2) << in.sql;  // the hidden layer and the output
   // (read twice, by the output and by a sum of its squares: the two
   // contributions summed by the rid and its keys)
-  RelP th = Project(h, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})});
-  RelP hw2 = Join(th, w2, Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP z = SumBy(hw2, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
-  RelP sq = SumBy(th, Col(0, kI4), Call("mul", {Col(2, kF8), Col(2, kF8)}));
-  RelP both = Join(z, sq, Opaque("($1 = $2)", {Col(0, kI4), Col(2, kI4)}, kBool));
-  RelP twice = Aggregate(Project(both, {Call("add", {Col(1, kF8), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8});
+  RelP th =
+      MakeProject(h, {MakeCol(0, 0, kInt4), MakeCol(1, 0, kInt4), MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8)});
+  RelP hw2 =
+      MakeJoin(th, w2, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+  RelP z = SumBy(hw2, MakeCol(0, 0, kInt4), MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
+  RelP sq = SumBy(th, MakeCol(0, 0, kInt4), MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(2, 0, kFloat8)}, kFloat8));
+  RelP both =
+      MakeJoin(z, sq, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(0, 0, kInt4), MakeCol(2, 0, kInt4)}, kBool));
+  RelP twice =
+      MakeAggregate(MakeProject(both, {MakeCall("add", {MakeCol(1, 0, kFloat8), MakeCol(3, 0, kFloat8)}, kFloat8)}), 0,
+                    {{"sum", 0}}, {kFloat8});
   MarkCitus(twice);
   in = BuildGradientProgram(twice, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
@@ -165,11 +183,15 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
   // (a hidden layer that averages: its backward reads each group's count,
   // which only the saved rows have, so it still joins them on the rid and
   // its keys)
-  RelP ha = Aggregate(Project(xw, {Col(0, kI4), Col(4, kI4), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"avg", 2}},
-                      {kI4, kI4, kF8});
-  RelP haw = Join(Project(ha, {Col(0, kI4), Col(1, kI4), Call("tanh", {Col(2, kF8)})}), w2,
-                  Opaque("($1 = $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP avg_loss = SumOfSquares(SumBy(haw, Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1);
+  RelP ha = MakeAggregate(MakeProject(xw, {MakeCol(0, 0, kInt4), MakeCol(4, 0, kInt4),
+                                           MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8)}),
+                          2, {{"avg", 2}}, {kInt4, kInt4, kFloat8});
+  RelP haw = MakeJoin(
+      MakeProject(ha,
+                  {MakeCol(0, 0, kInt4), MakeCol(1, 0, kInt4), MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8)}),
+      w2, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+  RelP avg_loss = SumOfSquares(
+      SumBy(haw, MakeCol(0, 0, kInt4), MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)), 1);
   MarkCitus(avg_loss);
   in = BuildGradientProgram(avg_loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
@@ -186,7 +208,7 @@ TEST(Program, PackedRidsCarryTheirKeysInPlace) {
 // row_number(), which Citus computes on the coordinator (the layer gathered).
 // Off Citus it keeps row_number().
 TEST(Program, BigintKeysPackIntoANumericRidInPlace) {
-  RelP loss = HiddenLayerMlp(Type{"pg_catalog.int8", false}).loss;
+  RelP loss = HiddenLayerMlp(kInt8).loss;
   Program in = BuildGradientProgram(loss, CitusPlacement::InPlace);
   EXPECT_EQ(ParseError(in.sql), "") << in.sql;
   EXPECT_NE(in.sql.find("AS pg_catalog.numeric) * 18446744073709551616 + (CAST("), std::string::npos) << in.sql;

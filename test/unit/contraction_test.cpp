@@ -15,20 +15,25 @@ namespace {
 // then Σ_e h · w grouped by keys of both sides (a contraction: each h row
 // meets every w row of its e) or by a key of h's only.
 RelP FourLeafSideOf(bool contraction) {
-  RelP x = Scan("public.x", {"s", "e", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP a = Scan("public.a", {"s", "val"}, {kI4, kF8}, {-1, -1});
-  RelP g = Scan("public.g", {"e", "val"}, {kI4, kF8}, {-1, -1});
-  RelP b = Scan("public.b", {"e", "val"}, {kI4, kF8}, {-1, -1});
-  auto eq = [](int l, int r) { return Opaque("($1 = $2)", {Col(l, kI4), Col(r, kI4)}, kBool); };
-  RelP j = Join(Join(Join(x, a, eq(0, 3)), g, eq(1, 5)), b, eq(1, 7));
-  RelP h =
-      Project(j, {Col(0, kI4), Col(1, kI4),
-                  Call("add", {Call("mul", {Col(2, kF8), Col(4, kF8)}), Call("mul", {Col(6, kF8), Col(8, kF8)})})});
-  RelP w = Scan("public.w", {"e", "c", "val"}, {kI4, kI4, kF8}, {-1, -1, 1});
-  RelP hw = Join(h, w, eq(1, 3));
-  ExprP prod = Call("mul", {Col(2, kF8), Col(5, kF8)});
-  RelP agg = contraction ? Aggregate(Project(hw, {Col(0, kI4), Col(4, kI4), prod}), 2, {{"sum", 2}}, {kI4, kI4, kF8})
-                         : Aggregate(Project(hw, {Col(0, kI4), prod}), 1, {{"sum", 1}}, {kI4, kF8});
+  RelP x = MakeScan("public.x", {"s", "e", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP a = MakeScan("public.a", {"s", "val"}, {kInt4, kFloat8}, {-1, -1});
+  RelP g = MakeScan("public.g", {"e", "val"}, {kInt4, kFloat8}, {-1, -1});
+  RelP b = MakeScan("public.b", {"e", "val"}, {kInt4, kFloat8}, {-1, -1});
+  auto eq = [](int l, int r) { return MakeOpaque("($1 = $2)", {MakeCol(l, 0, kInt4), MakeCol(r, 0, kInt4)}, kBool); };
+  RelP j = MakeJoin(MakeJoin(MakeJoin(x, a, JoinKind::Inner, eq(0, 3)), g, JoinKind::Inner, eq(1, 5)), b,
+                    JoinKind::Inner, eq(1, 7));
+  RelP h = MakeProject(j, {MakeCol(0, 0, kInt4), MakeCol(1, 0, kInt4),
+                           MakeCall("add",
+                                    {MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8),
+                                     MakeCall("mul", {MakeCol(6, 0, kFloat8), MakeCol(8, 0, kFloat8)}, kFloat8)},
+                                    kFloat8)});
+  RelP w = MakeScan("public.w", {"e", "c", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 1});
+  RelP hw = MakeJoin(h, w, JoinKind::Inner, eq(1, 3));
+  ExprP prod = MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8);
+  RelP agg = contraction
+                 ? MakeAggregate(MakeProject(hw, {MakeCol(0, 0, kInt4), MakeCol(4, 0, kInt4), prod}), 2, {{"sum", 2}},
+                                 {kInt4, kInt4, kFloat8})
+                 : MakeAggregate(MakeProject(hw, {MakeCol(0, 0, kInt4), prod}), 1, {{"sum", 1}}, {kInt4, kFloat8});
   return SumOfSquares(agg, contraction ? 2 : 1);
 }
 
@@ -59,7 +64,9 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
   EXPECT_NE(p.sql.find("GROUP BY q.oa0_c1) t JOIN f2 a1 ON (t.oa0_c1 = a1.c0) GROUP BY 1"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 
-  p = Build(SumOfSquares(SumBy(XJoinW(0, 1), Col(0, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})), 1));
+  p = Build(SumOfSquares(SumBy(XJoinW(0, 1), MakeCol(0, 0, kInt4),
+                               MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)),
+                         1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
 }
@@ -71,18 +78,20 @@ TEST(Program, OneParameterSideIsContractedBeforeItsJoin) {
 // nothing but integer group keys, every group passed it: not tested again.
 TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
   auto attention = [](const Type &t) {
-    RelP q = Scan("public.q", {"i", "c", "val"}, {t, kI4, kF8}, {-1, -1, 0});
-    RelP k = Scan("public.k", {"j", "c", "val"}, {t, kI4, kF8}, {-1, -1, 1});
-    RelP j = Join(q, k,
-                  Opaque("($1 AND $2)",
-                         {Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(4, kI4)}, kBool),
-                          Opaque("($1 OPERATOR(pg_catalog.<=) $2)", {Col(3, t), Col(0, t)}, kBool)},
-                         kBool, "AND"));
-    RelP s = Aggregate(Project(j, {Col(0, t), Col(3, t), Call("mul", {Col(2, kF8), Col(5, kF8)})}), 2, {{"sum", 2}},
-                       {t, t, kF8});
+    RelP q = MakeScan("public.q", {"i", "c", "val"}, {t, kInt4, kFloat8}, {-1, -1, 0});
+    RelP k = MakeScan("public.k", {"j", "c", "val"}, {t, kInt4, kFloat8}, {-1, -1, 1});
+    RelP j = MakeJoin(
+        q, k, JoinKind::Inner,
+        MakeOpaque("($1 AND $2)", "AND",
+                   {MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", {MakeCol(1, 0, kInt4), MakeCol(4, 0, kInt4)}, kBool),
+                    MakeOpaque("($1 OPERATOR(pg_catalog.<=) $2)", {MakeCol(3, 0, t), MakeCol(0, 0, t)}, kBool)},
+                   kBool));
+    RelP s = MakeAggregate(MakeProject(j, {MakeCol(0, 0, t), MakeCol(3, 0, t),
+                                           MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8)}),
+                           2, {{"sum", 2}}, {t, t, kFloat8});
     return Build(SumOfSquares(s, 2));
   };
-  Program p = attention(kI4);
+  Program p = attention(kInt4);
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("GROUPING SETS"), std::string::npos) << p.sql;
   EXPECT_NE(p.sql.find("GROUP BY q.g0, q.oa1_c1) t JOIN f1 a0"), std::string::npos) << p.sql;
@@ -109,11 +118,13 @@ TEST(Program, EachParameterSideIsTransposedOnItsOwn) {
 // found through w): it stays (soak seed 20261130, case 147, caught it gone:
 // every row of x took every group's gradient).
 TEST(Program, AConditionOnKeysThatLinksTheParameterStays) {
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, -1});
-  RelP j = Join(x, w, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(1, kI4), Col(3, kI4)}, kBool));
-  RelP s = Aggregate(Project(j, {Col(3, kI4), Col(1, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)})}), 2, {{"sum", 2}},
-                     {kI4, kI4, kF8});
+  RelP x = MakeScan("public.x", {"s", "f", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, -1});
+  RelP j = MakeJoin(x, w, JoinKind::Inner,
+                    MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+  RelP s = MakeAggregate(MakeProject(j, {MakeCol(3, 0, kInt4), MakeCol(1, 0, kInt4),
+                                         MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)}),
+                         2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
   Program p = Build(SumOfSquares(s, 2));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   size_t b = p.sql.find("\nb");
@@ -127,16 +138,16 @@ TEST(Program, AConditionOnKeysThatLinksTheParameterStays) {
 // recomputed instead.
 TEST(Program, ContractionKeysOfTheParameterSide) {
   auto loss_by = [](std::vector<int> keys, const std::string &cond) {
-    RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, -1});
-    RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-    RelP j = Join(x, w, Opaque(cond, {Col(1, kI4), Col(3, kI4)}, kBool));
+    RelP x = MakeScan("public.x", {"s", "f", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+    RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+    RelP j = MakeJoin(x, w, JoinKind::Inner, MakeOpaque(cond, {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
     std::vector<ExprP> cols;
     std::vector<Type> types;
-    for (int k : keys) cols.push_back(Col(k, kI4)), types.push_back(kI4);
-    cols.push_back(Call("mul", {Col(2, kF8), Col(4, kF8)}));
-    types.push_back(kF8);
+    for (int k : keys) cols.push_back(MakeCol(k, 0, kInt4)), types.push_back(kInt4);
+    cols.push_back(MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
+    types.push_back(kFloat8);
     int n = static_cast<int>(keys.size());
-    RelP pred = Aggregate(Project(j, cols), n, {{"sum", n}}, types);
+    RelP pred = MakeAggregate(MakeProject(j, cols), n, {{"sum", n}}, types);
     return SumOfSquares(pred, n);
   };
   // GROUP BY x.s, w.f ON x.f = w.f: w.f is joined with the cotangents as x.f

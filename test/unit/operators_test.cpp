@@ -26,35 +26,28 @@ TEST(Program, LinearModelProgramParsesAndHasOneStepPerRelation) {
 TEST(Program, ForwardSqlParses) { EXPECT_EQ(ParseError(BuildForwardSql(LinearLoss())), ""); }
 
 TEST(Program, CaseSublinkUnionAndLimitEmitValidSql) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP x = Scan("public.x", {"f"}, {kI4}, {-1});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP x = MakeScan("public.x", {"f"}, {kInt4}, {-1});
   auto ex = std::make_shared<Expr>();
   ex->kind = ExprKind::Sublink;
   ex->type = kBool;
   ex->sub = x;
-  ex->corr = Opaque("($1 = $2)", {Col(0, kI4, 1), Col(0, kI4)}, kBool);
-  auto filt = std::make_shared<Rel>();
-  filt->kind = RelKind::Filter;
-  filt->cols = w->cols;
-  filt->inputs = {w};
-  filt->cond = ex;
-  auto cs = std::make_shared<Expr>();
-  cs->kind = ExprKind::Case;
-  cs->type = kF8;
-  cs->args = {Opaque("($1 > 0)", {Col(1, kF8)}, kBool), Call("exp", {Col(1, kF8)}), Col(1, kF8)};
-  RelP p = Project(filt, {cs});
-  auto u = std::make_shared<Rel>();
-  u->kind = RelKind::UnionAll;
-  u->cols = {kF8};
-  u->inputs = {p, Project(w, {Call("tanh", {Col(1, kF8)})})};
-  auto lim = std::make_shared<Rel>();
-  lim->kind = RelKind::Limit;
+  ex->corr = MakeOpaque("($1 = $2)", {MakeCol(0, 1, kInt4), MakeCol(0, 0, kInt4)}, kBool);
+  RelP filt = MakeFilter(w, ex);
+  ExprP cs = MakeCase({MakeOpaque("($1 > 0)", {MakeCol(1, 0, kFloat8)}, kBool),
+                       MakeCall("exp", {MakeCol(1, 0, kFloat8)}, kFloat8), MakeCol(1, 0, kFloat8)},
+                      kFloat8);
+  RelP p = MakeProject(filt, {cs});
+  RelP u = NewRel(RelKind::UnionAll);
+  u->cols = {kFloat8};
+  u->inputs = {p, MakeProject(w, {MakeCall("tanh", {MakeCol(1, 0, kFloat8)}, kFloat8)})};
+  RelP lim = NewRel(RelKind::Limit);
   lim->cols = u->cols;
   lim->inputs = {u};
   lim->order = {{0, true, false}};
   lim->limit = "3";
-  RelP loss = Aggregate(lim, 0, {{"sum", 0}, {"max", 0}}, {kF8, kF8});
-  RelP one = Project(loss, {Call("add", {Col(0, kF8), Col(1, kF8)})});
+  RelP loss = MakeAggregate(lim, 0, {{"sum", 0}, {"max", 0}}, {kFloat8, kFloat8});
+  RelP one = MakeProject(loss, {MakeCall("add", {MakeCol(0, 0, kFloat8), MakeCol(1, 0, kFloat8)}, kFloat8)});
   Program prog = Build(one);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("EXISTS (SELECT 1 FROM"), std::string::npos);
@@ -63,11 +56,11 @@ TEST(Program, CaseSublinkUnionAndLimitEmitValidSql) {
 // Broke once: with no gradient reaching any parameter, the final UNION had
 // only the loss-row count, whose columns were unnamed ("z.toid does not exist").
 TEST(Program, NoParameterReachedStillNamesTheResultColumns) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
-  RelP g = Aggregate(pre, 1, {{"count", 1}}, {kF8, {"pg_catalog.int8", false}});
-  RelP use = Project(g, {Call("cast", {Col(1, {"pg_catalog.int8", false})})});
-  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP pre = MakeProject(w, {MakeCol(1, 0, kFloat8), MakeCol(1, 0, kFloat8)});
+  RelP g = MakeAggregate(pre, 1, {{"count", 1}}, {kFloat8, kInt8});
+  RelP use = MakeProject(g, {MakeCall("cast", {MakeCol(1, 0, kInt8)}, kFloat8)});
+  RelP loss = MakeAggregate(use, 0, {{"sum", 0}}, {kFloat8});
   Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "");
   EXPECT_NE(prog.sql.find("NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx"), std::string::npos);
@@ -75,11 +68,13 @@ TEST(Program, NoParameterReachedStillNamesTheResultColumns) {
 
 // A relation read twice (a CTE) gets one cotangent: the sum of both readers.
 TEST(Program, SharedRelationSumsItsReaders) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP sq = Project(w, {Col(0, kI4), Call("mul", {Col(1, kF8), Col(1, kF8)})});
-  RelP j = Join(sq, sq, Opaque("($1 = $2)", {Col(0, kI4), Col(2, kI4)}, kBool));
-  RelP p = Project(j, {Call("mul", {Col(1, kF8), Col(3, kF8)})});
-  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP sq = MakeProject(
+      w, {MakeCol(0, 0, kInt4), MakeCall("mul", {MakeCol(1, 0, kFloat8), MakeCol(1, 0, kFloat8)}, kFloat8)});
+  RelP j =
+      MakeJoin(sq, sq, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(0, 0, kInt4), MakeCol(2, 0, kInt4)}, kBool));
+  RelP p = MakeProject(j, {MakeCall("mul", {MakeCol(1, 0, kFloat8), MakeCol(3, 0, kFloat8)}, kFloat8)});
+  RelP loss = MakeAggregate(p, 0, {{"sum", 0}}, {kFloat8});
   Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "");
   EXPECT_NE(prog.sql.find("UNION ALL SELECT q.rid"), std::string::npos) << prog.sql;

@@ -9,7 +9,7 @@ namespace ddx {
 namespace {
 
 TEST(Program, LossMustBeOneNumericColumn) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
   try {
     Build(w);
     FAIL() << "expected an error";
@@ -19,11 +19,11 @@ TEST(Program, LossMustBeOneNumericColumn) {
 }
 
 TEST(Program, GroupKeyThatCarriesGradientIsRefused) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
-  RelP g = Aggregate(pre, 1, {{"sum", 1}}, {kF8, kF8});
-  RelP use = Project(g, {Call("mul", {Col(0, kF8), Col(1, kF8)})});
-  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP pre = MakeProject(w, {MakeCol(1, 0, kFloat8), MakeCol(1, 0, kFloat8)});
+  RelP g = MakeAggregate(pre, 1, {{"sum", 1}}, {kFloat8, kFloat8});
+  RelP use = MakeProject(g, {MakeCall("mul", {MakeCol(0, 0, kFloat8), MakeCol(1, 0, kFloat8)}, kFloat8)});
+  RelP loss = MakeAggregate(use, 0, {{"sum", 0}}, {kFloat8});
   try {
     Build(loss);
     FAIL() << "expected an error";
@@ -33,18 +33,18 @@ TEST(Program, GroupKeyThatCarriesGradientIsRefused) {
 }
 
 TEST(Program, GroupKeyThatCarriesNoGradientIsAccepted) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP pre = Project(w, {Col(1, kF8), Col(1, kF8)});
-  RelP g = Aggregate(pre, 1, {{"sum", 1}}, {kF8, kF8});
-  RelP use = Project(g, {Col(1, kF8)});
-  RelP loss = Aggregate(use, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP pre = MakeProject(w, {MakeCol(1, 0, kFloat8), MakeCol(1, 0, kFloat8)});
+  RelP g = MakeAggregate(pre, 1, {{"sum", 1}}, {kFloat8, kFloat8});
+  RelP use = MakeProject(g, {MakeCol(1, 0, kFloat8)});
+  RelP loss = MakeAggregate(use, 0, {{"sum", 0}}, {kFloat8});
   EXPECT_EQ(ParseError(Build(loss).sql), "");
 }
 
 TEST(Program, FunctionWithoutRuleOnTheGradientPathIsRefused) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  RelP p = Project(w, {Opaque("pg_catalog.round($1)", {Col(1, kF8)}, kF8, "round")});
-  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP p = MakeProject(w, {MakeOpaque("pg_catalog.round($1)", "round", {MakeCol(1, 0, kFloat8)}, kFloat8)});
+  RelP loss = MakeAggregate(p, 0, {{"sum", 0}}, {kFloat8});
   try {
     Build(loss);
     FAIL() << "expected an error";
@@ -55,11 +55,10 @@ TEST(Program, FunctionWithoutRuleOnTheGradientPathIsRefused) {
 }
 
 TEST(Program, VolatileFunctionOnTheGradientPathIsRefused) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  auto rnd = Opaque("pg_catalog.random()", {}, kF8, "random");
-  std::const_pointer_cast<Expr>(rnd)->is_volatile = true;
-  RelP p = Project(w, {Call("mul", {Col(1, kF8), rnd})});
-  RelP loss = Aggregate(p, 0, {{"sum", 0}}, {kF8});
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  ExprP rnd = MakeOpaque("pg_catalog.random()", "random", {}, kFloat8, true);
+  RelP p = MakeProject(w, {MakeCall("mul", {MakeCol(1, 0, kFloat8), rnd}, kFloat8)});
+  RelP loss = MakeAggregate(p, 0, {{"sum", 0}}, {kFloat8});
   try {
     Build(loss);
     FAIL() << "expected an error";

@@ -14,8 +14,9 @@ namespace {
 // row. Where x also has a set of its own (a term of x at the joined rows'
 // grain), the factor's set is told apart by a marker, g0.
 TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
-  ExprP tanh_w = Call("mul", {Call("tanh", {Col(2, kF8)}), Col(4, kF8)});
-  RelP pred = SumBy(XJoinW(0, 1), Col(0, kI4), tanh_w);
+  ExprP tanh_w =
+      MakeCall("mul", {MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8);
+  RelP pred = SumBy(XJoinW(0, 1), MakeCol(0, 0, kInt4), tanh_w);
   Program p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS ((q.r1), (q.r0))"), std::string::npos) << p.sql;
@@ -24,7 +25,9 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
   EXPECT_NE(p.sql.find("a0.rid = n.r0"), std::string::npos) << p.sql;
   EXPECT_EQ(p.sql.find("min(q.x"), std::string::npos) << p.sql;
 
-  pred = SumBy(XJoinW(0, 1), Col(0, kI4), Call("add", {tanh_w, Call("mul", {Col(2, kF8), Col(2, kF8)})}));
+  pred = SumBy(
+      XJoinW(0, 1), MakeCol(0, 0, kInt4),
+      MakeCall("add", {tanh_w, MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(2, 0, kFloat8)}, kFloat8)}, kFloat8));
   p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_NE(p.sql.find("GROUPING SETS ((q.r0), (q.r1), (q.g0, q.r0))"), std::string::npos) << p.sql;
@@ -48,7 +51,9 @@ TEST(Program, ProductFactorsAreDifferentiatedAtTheirOwnGrain) {
 // joined on its key), nothing is repeated and the region stays whole.
 TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   RelP j = XJoinW(0, 1);
-  RelP pred = SumBy(j, Col(3, kI4), Call("mul", {Call("exp", {Col(2, kF8)}), Col(4, kF8)}));
+  RelP pred =
+      SumBy(j, MakeCol(3, 0, kInt4),
+            MakeCall("mul", {MakeCall("exp", {MakeCol(2, 0, kFloat8)}, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
   Program p = Build(SumOfSquares(pred, 1));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   // forward: exp in the subquery over x, read above the join as s.h0
@@ -62,10 +67,14 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
   EXPECT_EQ(p.sql.find("exp(r."), std::string::npos) << p.sql;
 
   // exp(y.val) over y JOIN pred ON pred.c0 = y.s: pred is determined by y
-  RelP y = Scan("public.y", {"s", "val"}, {kI4, kF8}, {-1, -1});
-  pred = SumBy(j, Col(3, kI4), Call("mul", {Col(2, kF8), Col(4, kF8)}));
-  RelP yj = Join(y, pred, Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(2, kI4), Col(0, kI4)}, kBool));
-  p = Build(Aggregate(Project(yj, {Call("mul", {Call("exp", {Col(1, kF8)}), Col(3, kF8)})}), 0, {{"sum", 0}}, {kF8}));
+  RelP y = MakeScan("public.y", {"s", "val"}, {kInt4, kFloat8}, {-1, -1});
+  pred = SumBy(j, MakeCol(3, 0, kInt4), MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8));
+  RelP yj = MakeJoin(y, pred, JoinKind::Inner,
+                     MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", {MakeCol(2, 0, kInt4), MakeCol(0, 0, kInt4)}, kBool));
+  p = Build(MakeAggregate(
+      MakeProject(
+          yj, {MakeCall("mul", {MakeCall("exp", {MakeCol(1, 0, kFloat8)}, kFloat8), MakeCol(3, 0, kFloat8)}, kFloat8)}),
+      0, {{"sum", 0}}, {kFloat8}));
   EXPECT_EQ(ParseError(p.sql), "") << p.sql;
   EXPECT_EQ(p.sql.find("EXISTS"), std::string::npos) << p.sql;
 }
@@ -75,10 +84,15 @@ TEST(Program, CostlyValuesAreComputedBelowTheJoinThatRepeatsThem) {
 // With terms for z too, the pass is stored as it is and z's terms alone are
 // summed, not GROUPING SETS hashing a set of as many groups as rows.
 TEST(Program, TheOnlyRootsTermsAreNotSummed) {
-  auto eq = [](int a, int b) { return Opaque("($1 OPERATOR(pg_catalog.=) $2)", {Col(a, kI4), Col(b, kI4)}, kBool); };
-  RelP x = Scan("public.x", {"s", "f", "val"}, {kI4, kI4, kF8}, {-1, -1, 0});
-  RelP z = Aggregate(Project(x, {Col(0, kI4), Call("exp", {Col(2, kF8)})}), 1, {{"sum", 1}}, {kI4, kF8});
-  RelP p = Project(Join(x, z, eq(0, 3)), {Call("div", {Call("exp", {Col(2, kF8)}), Col(4, kF8)})});
+  auto eq = [](int a, int b) {
+    return MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", {MakeCol(a, 0, kInt4), MakeCol(b, 0, kInt4)}, kBool);
+  };
+  RelP x = MakeScan("public.x", {"s", "f", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP z = MakeAggregate(MakeProject(x, {MakeCol(0, 0, kInt4), MakeCall("exp", {MakeCol(2, 0, kFloat8)}, kFloat8)}), 1,
+                         {{"sum", 1}}, {kInt4, kFloat8});
+  RelP p = MakeProject(
+      MakeJoin(x, z, JoinKind::Inner, eq(0, 3)),
+      {MakeCall("div", {MakeCall("exp", {MakeCol(2, 0, kFloat8)}, kFloat8), MakeCol(4, 0, kFloat8)}, kFloat8)});
   Program prog = Build(SumOfSquares(p, 0));
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_EQ(prog.sql.find("GROUPING SETS"), std::string::npos) << prog.sql;

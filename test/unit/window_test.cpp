@@ -11,12 +11,11 @@ namespace ddx {
 namespace {
 
 // w = SELECT f, val, <call> OVER (ORDER BY f <frame>) FROM w
-RelP WindowOver(WinCall call, Frame frame, Type out = kF8) {
-  RelP w = Scan("public.w", {"f", "val"}, {kI4, kF8}, {-1, 0});
-  auto win = std::make_shared<Rel>();
-  win->kind = RelKind::Window;
-  win->inputs = {Project(w, {Col(0, kI4), Col(1, kF8)})};
-  win->cols = {kI4, kF8, out};
+RelP WindowOver(WinCall call, Frame frame, Type out = kFloat8) {
+  RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+  RelP win = NewRel(RelKind::Window);
+  win->inputs = {MakeProject(w, {MakeCol(0, 0, kInt4), MakeCol(1, 0, kFloat8)})};
+  win->cols = {kInt4, kFloat8, out};
   win->order = {SortKey{0, false, false}};
   win->frame = frame;
   win->wins = {call};
@@ -48,7 +47,7 @@ TEST(Program, WindowSumRunsTheTransposedFrame) {
 // of the rows without a predecessor.
 TEST(Program, LagIsTransposedToLead) {
   RelP win = WindowOver({"lag", 1, 1, "2"}, Frame{});
-  RelP loss = Aggregate(Project(win, {Col(2, kF8)}), 0, {{"sum", 0}}, {kF8});
+  RelP loss = MakeAggregate(MakeProject(win, {MakeCol(2, 0, kFloat8)}), 0, {{"sum", 0}}, {kFloat8});
   Program prog = Build(loss);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
   EXPECT_NE(prog.sql.find("lead(b.d2, 2) OVER wp"), std::string::npos) << prog.sql;
@@ -56,10 +55,11 @@ TEST(Program, LagIsTransposedToLead) {
 }
 
 TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
-  const Type kI8{"pg_catalog.int8", false};
-  RelP win = WindowOver({"row_number", -1, -1, "1"}, Frame{}, kI8);
-  RelP value =
-      Aggregate(Project(win, {Call("mul", {Col(1, kF8), Call("cast", {Col(2, kI8)})})}), 0, {{"sum", 0}}, {kF8});
+  RelP win = WindowOver({"row_number", -1, -1, "1"}, Frame{}, kInt8);
+  RelP value = MakeAggregate(
+      MakeProject(
+          win, {MakeCall("mul", {MakeCol(1, 0, kFloat8), MakeCall("cast", {MakeCol(2, 0, kInt8)}, kFloat8)}, kFloat8)}),
+      0, {{"sum", 0}}, {kFloat8});
   try {
     Build(value);
     FAIL() << "rank used as a value was accepted";
@@ -67,12 +67,8 @@ TEST(Program, RankAsAValueIsRefusedAndAsAFilterAccepted) {
     EXPECT_EQ(e.code, "0A000");
     EXPECT_NE(e.message.find("rank used as a value"), std::string::npos);
   }
-  auto f = std::make_shared<Rel>();
-  f->kind = RelKind::Filter;
-  f->inputs = {win};
-  f->cols = win->cols;
-  f->cond = Opaque("($1 <= 3)", {Col(2, kI8)}, kBool);
-  RelP topk = Aggregate(Project(f, {Col(1, kF8)}), 0, {{"sum", 0}}, {kF8});
+  RelP f = MakeFilter(win, MakeOpaque("($1 <= 3)", {MakeCol(2, 0, kInt8)}, kBool));
+  RelP topk = MakeAggregate(MakeProject(f, {MakeCol(1, 0, kFloat8)}), 0, {{"sum", 0}}, {kFloat8});
   Program prog = Build(topk);
   EXPECT_EQ(ParseError(prog.sql), "") << prog.sql;
 }
