@@ -25,20 +25,15 @@ void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn
       if (!rule->partial) return;
       std::vector<std::string> a;
       for (const auto &x : e->args) a.push_back(F8(lets.Value(x, guard), x->type));
-      // The value itself only where a partial reads it (tanh's 1 - y², not
-      // power's e·x^(e-1)): Lets computes every value it is asked for, a
-      // layer of the relation's rows each (the matmul's loss, power(tanh(z),
-      // 2): one layer of 80k rows fewer).
-      const std::string kY = "\x01y\x01";
+      // The value itself only once a partial reads it (Rule::reads: tanh's
+      // 1 - y², not power's e·x^(e-1)): Lets computes every value it is
+      // asked for, a layer of the relation's rows each (the matmul's loss,
+      // power(tanh(z), 2): one layer of 80k rows fewer).
       std::string value;
       for (size_t i = 0; i < e->args.size(); i++) {
         if (!IsActive(e->args[i], act)) continue;
-        std::string p = rule->partial(i, a, kY);
-        for (size_t at = p.find(kY); at != std::string::npos; at = p.find(kY, at)) {
-          if (value.empty()) value = F8(lets.Value(e, guard), e->type);
-          p.replace(at, kY.size(), value);
-          at += value.size();
-        }
+        if (value.empty() && rule->reads(i, kResult)) value = F8(lets.Value(e, guard), e->type);
+        std::string p = rule->partial(i, a, value);
         std::string next = p == "1" ? adj : p == "-1" ? "(- " + adj + ")" : "(" + adj + " * " + p + ")";
         if (defer && guard.empty() && e->text == "mul" && Deferrable(e, i)) {
           defer->push_back({e->args[i], next, LeafSides(e->args[i])});
