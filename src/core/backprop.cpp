@@ -1,5 +1,5 @@
-// The chain rule through a scalar expression, with the rules of rules.h
-// (see pass.h).
+// The chain rule through a scalar expression, with the rules of rules.h, and
+// what the terms it writes read (see pass.h).
 #include <string>
 #include <vector>
 
@@ -59,6 +59,43 @@ void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn
                   "Wrap the argument in stop_gradient(...) if it is meant to be constant, or rewrite it with "
                   "operations that ddx differentiates.");
   }
+}
+
+bool AdjointReads(const ExprP &e, int side, const ActiveFn &act) {
+  if (!IsActive(e, act)) return false;
+  switch (e->kind) {
+    case ExprKind::Col:
+    case ExprKind::Const:
+    case ExprKind::Sublink:
+    case ExprKind::Opaque:  // (Backprop refuses it)
+      return false;
+    case ExprKind::Call: {
+      const Rule *rule = FindRule(e->text);
+      if (!rule) Internal("no rule " + e->text);
+      if (!rule->partial) return false;
+      for (size_t i = 0; i < e->args.size(); i++) {
+        if (!IsActive(e->args[i], act)) continue;
+        if (rule->reads(i, kResult) && LeafSides(e).count(side)) return true;
+        for (size_t j = 0; j < e->args.size(); j++)
+          if (rule->reads(i, j) && LeafSides(e->args[j]).count(side)) return true;
+        if (AdjointReads(e->args[i], side, act)) return true;
+      }
+      return false;
+    }
+    case ExprKind::Case: {
+      // (Backprop guards branch k's terms by conditions 0..k: Lets::Branch)
+      size_t nb = e->args.size() / 2;
+      for (size_t k = 0; k <= nb; k++) {
+        const ExprP &v = k < nb ? e->args[2 * k + 1] : e->args.back();
+        if (!IsActive(v, act)) continue;
+        for (size_t m = 0; m < nb && m <= k; m++)
+          if (LeafSides(e->args[2 * m]).count(side)) return true;
+        if (AdjointReads(v, side, act)) return true;
+      }
+      return false;
+    }
+  }
+  Internal("unknown expression");
 }
 
 }  // namespace ddx::core

@@ -290,6 +290,12 @@ struct Pass {
 // `defer`, factors of products are deferred (see Deferred). (backprop.cpp)
 void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn &act, Terms &terms,
               const std::string &guard = "", std::vector<Deferred> *defer = nullptr);
+// Whether the terms that Backprop (without `defer`) accumulates for e read a
+// value of leaf `side` besides the adjoint they are given: a CASE condition
+// on the way to an active column, or an argument or result that a partial
+// reads (Rule::reads), that reads the leaf. Decided on e's structure alone;
+// the values `lets` computes meanwhile are Lets::Reads's. (backprop.cpp)
+bool AdjointReads(const ExprP &e, int side, const ActiveFn &act);
 
 // --- operators (ops/) -------------------------------------------------------
 

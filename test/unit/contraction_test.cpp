@@ -166,5 +166,29 @@ TEST(Program, ContractionKeysOfTheParameterSide) {
   EXPECT_NE(p.sql.find("GROUP BY q.rid"), std::string::npos) << p.sql;
 }
 
+// A leaf's transpose joins the other leaves with the cotangents, where no
+// value of the leaf is: refused where the leaf's terms read one (tanh(w)'s
+// partial reads tanh(w)), or where the values computed for them do (exp of
+// stop_gradient(w), which no term reads, though computed), and decided on
+// the expressions, before any SQL of the transpose is assembled. (Built
+// without a golden snapshot: these programs are not otherwise tested.)
+TEST(Program, ALeafIsTransposedOnlyWhereNothingReadsItsValues) {
+  auto transposed = [](const ExprP &w_side) {
+    RelP x = MakeScan("public.x", {"s", "f", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+    RelP w = MakeScan("public.w", {"f", "val"}, {kInt4, kFloat8}, {-1, 0});
+    RelP j =
+        MakeJoin(x, w, JoinKind::Inner, MakeOpaque("($1 = $2)", {MakeCol(1, 0, kInt4), MakeCol(3, 0, kInt4)}, kBool));
+    RelP pred = SumBy(j, MakeCol(0, 0, kInt4), MakeCall("mul", {MakeCol(2, 0, kFloat8), w_side}, kFloat8));
+    Program p = BuildGradientProgram(SumOfSquares(pred, 1));
+    EXPECT_EQ(ParseError(p.sql), "") << p.sql;
+    return p.sql.find(") t JOIN f2 a1 ON ") != std::string::npos;
+  };
+  ExprP w = MakeCol(4, 0, kFloat8);
+  EXPECT_TRUE(transposed(w));
+  EXPECT_FALSE(transposed(MakeCall("tanh", {w}, kFloat8)));
+  ExprP held = MakeCall("exp", {MakeCall("stop_gradient", {w}, kFloat8)}, kFloat8);
+  EXPECT_FALSE(transposed(MakeCall("add", {w, held}, kFloat8)));
+}
+
 }  // namespace
 }  // namespace ddx
