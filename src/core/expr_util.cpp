@@ -62,19 +62,7 @@ void CollectCols(const ExprP &e, std::set<std::pair<int, int>> &out) {
   CollectCols(e->corr, out);
 }
 
-const Type kBool{"pg_catalog.bool", false};
-
 bool IsBoolType(const Type &t) { return t.sql == "pg_catalog.bool" || t.sql == "boolean"; }
-
-ExprP MakeOpaque(const std::string &tmpl, std::vector<ExprP> args, Type t) {
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Opaque;
-  e->text = tmpl;
-  e->name = tmpl;
-  e->args = std::move(args);
-  e->type = std::move(t);
-  return e;
-}
 
 std::set<int> LeafSides(const ExprP &e) {
   std::set<std::pair<int, int>> cols;

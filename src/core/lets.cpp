@@ -15,45 +15,49 @@ Lets::Lets(const Pass &p, std::string alias, Resolver base, std::string prefix, 
       below_(below),
       below_sides_(std::move(below_sides)) {}
 
-std::string Lets::Value(const ExprP &e, const std::string &guard) {
+std::string Lets::Value(const ExprP &e, const std::string &guard) { return Eval(e, guard).sql; }
+
+Lets::Val Lets::Eval(const ExprP &e, const std::string &guard) {
   if (below_ && guard.empty() && Movable(e, below_sides_)) {
     std::string v = below_->Value(e, "");
-    return alias_ + v.substr(v.find('.'));
+    return {alias_ + v.substr(v.find('.')), {}};
   }
   switch (e->kind) {
     case ExprKind::Col:
-      return base_(e->side, e->col);
+      return {base_(e->side, e->col), LeafSides(e)};
     case ExprKind::Const:
-      return e->text;
+      return {e->text, {}};
     case ExprKind::Opaque:
     case ExprKind::Sublink:
-      return Name(p_.Sql(e, base_), 1, guard);
+      return {Name(p_.Sql(e, base_), 1, guard, LeafSides(e)), {}};
     case ExprKind::Call: {
-      if (!ReadsColumns(e)) return p_.Sql(e, base_);  // PostgreSQL folds constants
+      if (!ReadsColumns(e)) return {p_.Sql(e, base_), {}};  // PostgreSQL folds constants
       auto c = std::make_shared<Expr>(*e);
       int depth = 0;
-      for (auto &a : c->args) a = Placeholder(Value(a, guard), a->type, depth);
+      std::set<int> sides;
+      for (auto &a : c->args) a = Placeholder(Eval(a, guard), a->type, depth, sides);
       std::string sql = p_.Sql(c, base_);
       if (!Costly(e)) {  // written out where used
         depth_[sql] = depth;
-        return sql;
+        return {sql, sides};
       }
-      return Name(sql, depth + 1, guard);
+      return {Name(sql, depth + 1, guard, sides), {}};
     }
     case ExprKind::Case: {
       auto c = std::make_shared<Expr>(*e);
       int depth = 0;
+      std::set<int> sides;
       std::string g = guard;  // and no earlier condition was true
       size_t nb = e->args.size() / 2;
       for (size_t k = 0; k < nb; k++) {
-        std::string cond = Value(e->args[2 * k], g);
-        c->args[2 * k] = Placeholder(cond, e->args[2 * k]->type, depth);
+        Val cond = Eval(e->args[2 * k], g);
+        c->args[2 * k] = Placeholder(cond, e->args[2 * k]->type, depth, sides);
         c->args[2 * k + 1] =
-            Placeholder(Value(e->args[2 * k + 1], Also(g, cond, true)), e->args[2 * k + 1]->type, depth);
+            Placeholder(Eval(e->args[2 * k + 1], Also(g, cond, true)), e->args[2 * k + 1]->type, depth, sides);
         g = Also(g, cond, false);
       }
-      c->args.back() = Placeholder(Value(e->args.back(), g), e->args.back()->type, depth);
-      return Name(p_.Sql(c, base_), depth + 1, guard);
+      c->args.back() = Placeholder(Eval(e->args.back(), g), e->args.back()->type, depth, sides);
+      return {Name(p_.Sql(c, base_), depth + 1, guard, sides), {}};
     }
   }
   Internal("unknown expression");
@@ -63,7 +67,7 @@ std::string Lets::Value(const ExprP &e, const std::string &guard) {
 std::string Lets::Branch(const ExprP &e, size_t k, const std::string &guard) {
   size_t nb = e->args.size() / 2;
   std::string g = guard;
-  for (size_t m = 0; m < nb && m <= k; m++) g = Also(g, Value(e->args[2 * m], g), m == k);
+  for (size_t m = 0; m < nb && m <= k; m++) g = Also(g, Eval(e->args[2 * m], g), m == k);
   return g;
 }
 
@@ -85,28 +89,34 @@ std::vector<std::string> Lets::Names() const {
   return out;
 }
 
-// guard AND (cond) IS [NOT] TRUE; a guard's depth is its deepest value's.
-std::string Lets::Also(const std::string &guard, const std::string &cond, bool truth) {
-  std::string g = (guard.empty() ? "" : guard + " AND ") + "(" + cond + (truth ? ") IS TRUE" : ") IS NOT TRUE");
-  guard_depth_[g] = std::max(Depth(guard, guard_depth_), Depth(cond, depth_));
+// guard AND (cond) IS [NOT] TRUE; a guard's depth is its deepest value's,
+// its sides those of its conditions.
+std::string Lets::Also(const std::string &guard, const Val &cond, bool truth) {
+  std::string g = (guard.empty() ? "" : guard + " AND ") + "(" + cond.sql + (truth ? ") IS TRUE" : ") IS NOT TRUE");
+  guard_depth_[g] = std::max(Depth(guard, guard_depth_), Depth(cond.sql, depth_));
+  std::set<int> sides = cond.sides;
+  if (auto it = guard_sides_.find(guard); it != guard_sides_.end()) sides.insert(it->second.begin(), it->second.end());
+  guard_sides_[g] = std::move(sides);
   return g;
 }
 int Lets::Depth(const std::string &sql, const std::map<std::string, int> &m) {
   auto it = m.find(sql);
   return it == m.end() ? 0 : it->second;
 }
-ExprP Lets::Placeholder(const std::string &sql, const Type &t, int &depth) const {
-  depth = std::max(depth, Depth(sql, depth_));
-  auto c = std::make_shared<Expr>();
-  c->kind = ExprKind::Const;
-  c->type = t;
-  c->text = sql;
-  return c;
+// v as a constant of its expression's copy; its layer and sides are the
+// copy's too.
+ExprP Lets::Placeholder(const Val &v, const Type &t, int &depth, std::set<int> &sides) const {
+  depth = std::max(depth, Depth(v.sql, depth_));
+  sides.insert(v.sides.begin(), v.sides.end());
+  return MakeConst(v.sql, t);
 }
-std::string Lets::Name(const std::string &def, int depth, const std::string &guard) {
+// The value column of def (whose SQL reads `sides` as written) under guard.
+std::string Lets::Name(const std::string &def, int depth, const std::string &guard, const std::set<int> &sides) {
   std::string full = guard.empty() ? def : "CASE WHEN " + guard + " THEN " + def + " END";
   auto it = names_.find(full);
   if (it != names_.end()) return it->second;
+  reads_.insert(sides.begin(), sides.end());
+  if (auto g = guard_sides_.find(guard); g != guard_sides_.end()) reads_.insert(g->second.begin(), g->second.end());
   depth = std::max(depth, Depth(guard, guard_depth_) + 1);  // the guard's values come first
   std::string v = prefix_ + std::to_string(names_.size());
   if (static_cast<int>(layers_.size()) < depth) layers_.resize(depth);

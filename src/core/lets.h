@@ -37,12 +37,22 @@ class Lets {
   std::string Wrap(const std::string &inner) const;
   // The names of the value columns, in the order they were made.
   std::vector<std::string> Names() const;
+  // Whether a value column of the layers reads a column of `side` as it is
+  // written (not through another value column, nor through `below`), known
+  // from the expressions the values were made of.
+  bool Reads(int side) const { return reads_.count(side) > 0; }
 
  private:
-  std::string Also(const std::string &guard, const std::string &cond, bool truth);
+  // A value's SQL and the sides of the columns that SQL reads as written.
+  struct Val {
+    std::string sql;
+    std::set<int> sides;
+  };
+  Val Eval(const ExprP &e, const std::string &guard);
+  std::string Also(const std::string &guard, const Val &cond, bool truth);
   static int Depth(const std::string &sql, const std::map<std::string, int> &m);
-  ExprP Placeholder(const std::string &sql, const Type &t, int &depth) const;
-  std::string Name(const std::string &def, int depth, const std::string &guard);
+  ExprP Placeholder(const Val &v, const Type &t, int &depth, std::set<int> &sides) const;
+  std::string Name(const std::string &def, int depth, const std::string &guard, const std::set<int> &sides);
 
   const Pass &p_;
   std::string alias_;
@@ -51,8 +61,10 @@ class Lets {
   Lets *below_;
   std::set<int> below_sides_;
   std::map<std::string, std::string> names_;
-  std::map<std::string, int> depth_;        // value SQL -> layer (0: a column of the base)
-  std::map<std::string, int> guard_depth_;  // guard SQL -> its deepest value's layer
+  std::map<std::string, int> depth_;                  // value SQL -> layer (0: a column of the base)
+  std::map<std::string, int> guard_depth_;            // guard SQL -> its deepest value's layer
+  std::map<std::string, std::set<int>> guard_sides_;  // guard SQL -> the sides its conditions read as written
+  std::set<int> reads_;                               // the sides the value columns read as written (Reads)
   std::vector<std::vector<std::string>> layers_;
 };
 

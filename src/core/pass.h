@@ -32,6 +32,7 @@
 
 #include "ddx/core/agg_rules.h"
 #include "ddx/core/ir.h"
+#include "ddx/core/ir_build.h"
 #include "ddx/core/program.h"
 #include "ddx/core/pure.h"
 
@@ -55,13 +56,11 @@ using Terms = std::map<std::pair<int, int>, std::vector<std::string>>;  // (side
 
 // --- expressions (expr_util.cpp) ---------------------------------------------
 
-extern const Type kBool;
 bool IsBoolType(const Type &t);
 bool ContainsVolatile(const ExprP &e);
 size_t ExprSize(const ExprP &e);
 ExprP Substitute(const ExprP &e, const std::vector<ExprP> &cols);  // side-0 column j -> cols[j]
 void CollectCols(const ExprP &e, std::set<std::pair<int, int>> &out);
-ExprP MakeOpaque(const std::string &tmpl, std::vector<ExprP> args, Type t);
 std::set<int> LeafSides(const ExprP &e);
 bool HasSublink(const ExprP &e);
 bool ReadsColumns(const ExprP &e);
@@ -291,6 +290,12 @@ struct Pass {
 // `defer`, factors of products are deferred (see Deferred). (backprop.cpp)
 void Backprop(const ExprP &e, const std::string &adj, Lets &lets, const ActiveFn &act, Terms &terms,
               const std::string &guard = "", std::vector<Deferred> *defer = nullptr);
+// Whether the terms that Backprop (without `defer`) accumulates for e read a
+// value of leaf `side` besides the adjoint they are given: a CASE condition
+// on the way to an active column, or an argument or result that a partial
+// reads (Rule::reads), that reads the leaf. Decided on e's structure alone;
+// the values `lets` computes meanwhile are Lets::Reads's. (backprop.cpp)
+bool AdjointReads(const ExprP &e, int side, const ActiveFn &act);
 
 // --- operators (ops/) -------------------------------------------------------
 

@@ -154,7 +154,7 @@ Program Gradient(Pass &p) {
 ExprP NullSafeEquals(const ExprP &a, const ExprP &b) {
   std::string tmpl =
       a->type.sql == b->type.sql ? core::NullSafeEq("$1", "$2", a->type.sql) : "($1) IS NOT DISTINCT FROM ($2)";
-  auto e = core::MakeOpaque("(" + tmpl + ")", {a, b}, core::kBool);
+  auto e = MakeOpaque("(" + tmpl + ")", {a, b}, kBool);
   std::const_pointer_cast<Expr>(e)->name = "=";
   return e;
 }

@@ -34,14 +34,8 @@ Item Pass::CompileItem(const Rel *r, bool through, Region &reg) const {
     it.from = leaf;
     it.first_leaf = k;
     it.nleaves = 1;
-    for (size_t i = 0; i < r->cols.size(); i++) {
-      auto c = std::make_shared<Expr>();
-      c->kind = ExprKind::Col;
-      c->side = kLeafSide + k;
-      c->col = static_cast<int>(i);
-      c->type = r->cols[i];
-      it.cols.push_back(c);
-    }
+    for (size_t i = 0; i < r->cols.size(); i++)
+      it.cols.push_back(MakeCol(static_cast<int>(i), kLeafSide + k, r->cols[i]));
     return it;
   }
   switch (r->kind) {
@@ -70,16 +64,7 @@ Item Pass::CompileItem(const Rel *r, bool through, Region &reg) const {
         // The right side's computed values are NULL where the row is NULL-extended.
         ExprP missing = MakeOpaque("($1 IS NULL)", {LeafRid(rr.first_leaf)}, kBool);
         for (auto &c : rcols) {
-          if (c->kind == ExprKind::Col) continue;
-          auto nul = std::make_shared<Expr>();
-          nul->kind = ExprKind::Const;
-          nul->type = c->type;
-          nul->text = "NULL::" + c->type.sql;
-          auto cs = std::make_shared<Expr>();
-          cs->kind = ExprKind::Case;
-          cs->type = c->type;
-          cs->args = {missing, nul, c};
-          c = cs;
+          if (c->kind != ExprKind::Col) c = MakeCase({missing, NullOf(c->type), c}, c->type);
         }
       }
       it.cols = l.cols;
@@ -126,14 +111,7 @@ std::string Pass::LeafFrom(const Rel *r, const std::string &alias) const {
 }
 
 // A leaf's rid as an expression (side kLeafSide + k, column -1).
-ExprP LeafRid(int k) {
-  auto c = std::make_shared<Expr>();
-  c->kind = ExprKind::Col;
-  c->side = kLeafSide + k;
-  c->col = -1;
-  c->type = Type{"bigint", false};
-  return c;
-}
+ExprP LeafRid(int k) { return MakeCol(-1, kLeafSide + k, Type{"bigint", false}); }
 
 std::string Pass::LeafCol(const Region &reg, int side, int col) const {
   if (side < kLeafSide) Internal("column outside a region");
@@ -319,11 +297,7 @@ ExprP Pass::Hoist(const Region &reg, const ExprP &e, const std::set<int> &below,
       it = names.emplace(sql, n).first;
       defs.push_back(sql + " AS " + n);
     }
-    auto c = std::make_shared<Expr>();
-    c->kind = ExprKind::Const;
-    c->type = e->type;
-    c->text = "s." + it->second;
-    return c;
+    return MakeConst("s." + it->second, e->type);
   }
   if (e->args.empty()) return e;
   auto c = std::make_shared<Expr>(*e);

@@ -21,6 +21,13 @@ std::string EmitCall(const char *fn, const Args &a) {
   return s + ")";
 }
 
+// What partial i reads (Rule::reads): nothing (a constant), its own
+// argument, the result, the other argument of two.
+bool Nothing(size_t, size_t) { return false; }
+bool Own(size_t i, size_t j) { return j == i; }
+bool Result(size_t, size_t j) { return j == kResult; }
+bool Other(size_t i, size_t j) { return j != kResult && j == 1 - i; }
+
 // Division that yields ±Infinity or NaN where PostgreSQL would raise.
 std::string SafeDiv(const std::string &num, const std::string &den) {
   return "(CASE WHEN " + den + " = 0 THEN (CASE WHEN " + num + " > 0 THEN 'Infinity'::float8 WHEN " + num +
@@ -28,29 +35,31 @@ std::string SafeDiv(const std::string &num, const std::string &den) {
 }
 
 const Rule kAdd{"add", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "+"); },
-                [](size_t, const Args &, const std::string &) { return std::string("1"); }};
+                [](size_t, const Args &, const std::string &) { return std::string("1"); }, Nothing};
 const Rule kSub{"sub", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "-"); },
-                [](size_t i, const Args &, const std::string &) { return std::string(i == 0 ? "1" : "-1"); }};
+                [](size_t i, const Args &, const std::string &) { return std::string(i == 0 ? "1" : "-1"); }, Nothing};
 const Rule kMul{"mul", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "*"); },
-                [](size_t i, const Args &a, const std::string &) { return a[1 - i]; }};
+                [](size_t i, const Args &a, const std::string &) { return a[1 - i]; }, Other};
 const Rule kDiv{"div", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "/"); },
                 [](size_t i, const Args &a, const std::string &) {
                   // The forward succeeded, so a[1] <> 0.
                   return i == 0 ? SafeDiv("1::float8", a[1]) : "-" + P(SafeDiv(SafeDiv(a[0], a[1]), a[1]));
-                }};
+                },
+                [](size_t i, size_t j) { return j == 1 || (i == 1 && j == 0); }};
 const Rule kNeg{"neg", 1, [](const Args &a, const std::string &) { return P("- " + a[0]); },
-                [](size_t, const Args &, const std::string &) { return std::string("-1"); }};
+                [](size_t, const Args &, const std::string &) { return std::string("-1"); }, Nothing};
 const Rule kPos{"pos", 1, [](const Args &a, const std::string &) { return P("+ " + a[0]); },
-                [](size_t, const Args &, const std::string &) { return std::string("1"); }};
+                [](size_t, const Args &, const std::string &) { return std::string("1"); }, Nothing};
 const Rule kExp{"exp", 1, [](const Args &a, const std::string &) { return EmitCall("exp", a); },
-                [](size_t, const Args &, const std::string &y) { return y; }};
+                [](size_t, const Args &, const std::string &y) { return y; }, Result};
 const Rule kLn{"ln", 1, [](const Args &a, const std::string &) { return EmitCall("ln", a); },
-               [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", a[0]); }};
+               [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", a[0]); }, Own};
 const Rule kLog10{
     "log10", 1, [](const Args &a, const std::string &) { return EmitCall("log", a); },
-    [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", P(a[0] + " * ln(10::float8)")); }};
+    [](size_t, const Args &a, const std::string &) { return SafeDiv("1::float8", P(a[0] + " * ln(10::float8)")); },
+    Own};
 const Rule kSqrt{"sqrt", 1, [](const Args &a, const std::string &) { return EmitCall("sqrt", a); },
-                 [](size_t, const Args &, const std::string &y) { return SafeDiv("0.5::float8", y); }};
+                 [](size_t, const Args &, const std::string &y) { return SafeDiv("0.5::float8", y); }, Result};
 const Rule kPow{"pow", 2, [](const Args &a, const std::string &) { return EmitCall("power", a); },
                 [](size_t i, const Args &a, const std::string &y) {
                   const std::string &x = a[0], &e = a[1];
@@ -60,33 +69,37 @@ const Rule kPow{"pow", 2, [](const Args &a, const std::string &) { return EmitCa
                   // d/de x^e = x^e ln x; 0 at x = 0 (PyTorch's convention), NaN below.
                   return "(CASE WHEN " + x + " = 0 THEN 0::float8 WHEN " + x + " < 0 THEN 'NaN'::float8 ELSE " + y +
                          " * ln(" + x + ") END)";
-                }};
+                },
+                [](size_t i, size_t j) { return i == 0 ? j == 0 || j == 1 : j == kResult || j == 0; }};
 const Rule kAbs{"abs", 1, [](const Args &a, const std::string &) { return EmitCall("abs", a); },
-                [](size_t, const Args &a, const std::string &) { return "sign(" + a[0] + ")"; }};
+                [](size_t, const Args &a, const std::string &) { return "sign(" + a[0] + ")"; }, Own};
 const Rule kSin{"sin", 1, [](const Args &a, const std::string &) { return EmitCall("sin", a); },
-                [](size_t, const Args &a, const std::string &) { return "cos(" + a[0] + ")"; }};
+                [](size_t, const Args &a, const std::string &) { return "cos(" + a[0] + ")"; }, Own};
 const Rule kCos{"cos", 1, [](const Args &a, const std::string &) { return EmitCall("cos", a); },
-                [](size_t, const Args &a, const std::string &) { return "(- sin(" + a[0] + "))"; }};
+                [](size_t, const Args &a, const std::string &) { return "(- sin(" + a[0] + "))"; }, Own};
 const Rule kTan{"tan", 1, [](const Args &a, const std::string &) { return EmitCall("tan", a); },
-                [](size_t, const Args &, const std::string &y) { return "(1 + " + y + " * " + y + ")"; }};
+                [](size_t, const Args &, const std::string &y) { return "(1 + " + y + " * " + y + ")"; }, Result};
 const Rule kAsin{"asin", 1, [](const Args &a, const std::string &) { return EmitCall("asin", a); },
                  [](size_t, const Args &a, const std::string &) {
                    return SafeDiv("1::float8", "sqrt(1 - " + a[0] + " * " + a[0] + ")");
-                 }};
+                 },
+                 Own};
 const Rule kAcos{"acos", 1, [](const Args &a, const std::string &) { return EmitCall("acos", a); },
                  [](size_t, const Args &a, const std::string &) {
                    return SafeDiv("-1::float8", "sqrt(1 - " + a[0] + " * " + a[0] + ")");
-                 }};
+                 },
+                 Own};
 const Rule kAtan{"atan", 1, [](const Args &a, const std::string &) { return EmitCall("atan", a); },
-                 [](size_t, const Args &a, const std::string &) { return "(1 / (1 + " + a[0] + " * " + a[0] + "))"; }};
+                 [](size_t, const Args &a, const std::string &) { return "(1 / (1 + " + a[0] + " * " + a[0] + "))"; },
+                 Own};
 const Rule kSinh{"sinh", 1, [](const Args &a, const std::string &) { return EmitCall("sinh", a); },
-                 [](size_t, const Args &a, const std::string &) { return "cosh(" + a[0] + ")"; }};
+                 [](size_t, const Args &a, const std::string &) { return "cosh(" + a[0] + ")"; }, Own};
 const Rule kCosh{"cosh", 1, [](const Args &a, const std::string &) { return EmitCall("cosh", a); },
-                 [](size_t, const Args &a, const std::string &) { return "sinh(" + a[0] + ")"; }};
+                 [](size_t, const Args &a, const std::string &) { return "sinh(" + a[0] + ")"; }, Own};
 const Rule kTanh{"tanh", 1, [](const Args &a, const std::string &) { return EmitCall("tanh", a); },
-                 [](size_t, const Args &, const std::string &y) { return "(1 - " + y + " * " + y + ")"; }};
+                 [](size_t, const Args &, const std::string &y) { return "(1 - " + y + " * " + y + ")"; }, Result};
 const Rule kCast{"cast", 1, [](const Args &a, const std::string &type) { return "CAST(" + a[0] + " AS " + type + ")"; },
-                 [](size_t, const Args &, const std::string &) { return std::string("1"); }};
+                 [](size_t, const Args &, const std::string &) { return std::string("1"); }, Nothing};
 const Rule kStop{"stop_gradient", 1, [](const Args &a, const std::string &) { return a[0]; }, nullptr};
 // sign(x) is piecewise constant: its derivative is 0 wherever it is defined
 // (PyTorch's and JAX's sign pass no gradient either). abs's partial is
@@ -103,10 +116,11 @@ std::string ExtremumPartial(size_t i, const Args &a, const std::string &y) {
   for (size_t k = i + 1; k < a.size(); k++) later += " AND (" + a[k] + " = " + y + ") IS NOT TRUE";
   return "(CASE WHEN " + a[i] + " = " + y + later + " THEN 1::float8 ELSE 0::float8 END)";
 }
-const Rule kGreatest{"greatest", -1, [](const Args &a, const std::string &) { return EmitCall("GREATEST", a); },
-                     ExtremumPartial, true};
-const Rule kLeast{"least", -1, [](const Args &a, const std::string &) { return EmitCall("LEAST", a); }, ExtremumPartial,
-                  true};
+bool ExtremumReads(size_t i, size_t j) { return j == kResult || j >= i; }
+std::string EmitGreatest(const Args &a, const std::string &) { return EmitCall("GREATEST", a); }
+std::string EmitLeast(const Args &a, const std::string &) { return EmitCall("LEAST", a); }
+const Rule kGreatest{"greatest", -1, EmitGreatest, ExtremumPartial, ExtremumReads, true};
+const Rule kLeast{"least", -1, EmitLeast, ExtremumPartial, ExtremumReads, true};
 
 const Rule *const kRules[] = {&kAdd,  &kSub,  &kMul,  &kDiv,  &kNeg,  &kPos,  &kExp,      &kLn,   &kLog10,
                               &kSqrt, &kPow,  &kAbs,  &kSin,  &kCos,  &kTan,  &kAsin,     &kAcos, &kAtan,

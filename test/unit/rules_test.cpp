@@ -1,5 +1,9 @@
-// The scalar rule registry: every rule's forward and partials are valid SQL.
+// The scalar rule registry: every rule's forward and partials are valid
+// SQL, and each partial reads what its rule says it reads.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "ddx/core/rules.h"
 #include "sql_parses.h"
@@ -23,6 +27,25 @@ TEST(Rules, ForwardAndPartialsParse) {
     for (size_t i = 0; i < n; i++) {
       std::string p = r->partial(i, a, y);
       EXPECT_EQ(ParseError("SELECT " + p + " FROM t"), "") << r->name << " partial " << i << ": " << p;
+    }
+  }
+}
+
+// What the engine reads from Rule::reads (whether to compute the result,
+// whether a leaf's adjoint reads the leaf) is what each partial's text reads.
+TEST(Rules, PartialsReadWhatTheirRuleSays) {
+  for (const Rule *r : AllRules()) {
+    EXPECT_EQ(r->reads == nullptr, r->partial == nullptr) << r->name;
+    if (!r->partial) continue;
+    size_t n = r->arity < 0 ? 3 : static_cast<size_t>(r->arity);
+    std::vector<std::string> a;
+    for (size_t j = 0; j < n; j++) a.push_back("[a" + std::to_string(j) + "]");
+    for (size_t i = 0; i < n; i++) {
+      std::string p = r->partial(i, a, "[y]");
+      EXPECT_EQ(p.find("[y]") != std::string::npos, r->reads(i, kResult)) << r->name << " partial " << i << ": " << p;
+      for (size_t j = 0; j < n; j++)
+        EXPECT_EQ(p.find(a[j]) != std::string::npos, r->reads(i, j))
+            << r->name << " partial " << i << ", argument " << j << ": " << p;
     }
   }
 }

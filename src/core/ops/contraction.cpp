@@ -51,22 +51,26 @@ class LeafTranspose {
   // SavedRowCols).
   bool Carried() const { return carried_; }
 
-  // The contribution's SQL and the columns of L it has, or "".
+  // The contribution's SQL and the columns of L it has, or "". Not where
+  // L's terms read a value of L, which O joined with the cotangents does
+  // not have: decided on the terms' expressions (AdjointReads) and the
+  // values computed for them (Lets::Reads), before anything is assembled.
   std::string Sql(std::set<int> &cols) {
     if (!Keys() || !Conditions() || !Sums()) return "";
-    std::string sql = Assemble(cols);
-    if (sql.find(kMark) != std::string::npos) return "";
-    return sql;
+    if (reads_l_ || lets_.Reads(L_)) return "";
+    return Assemble(cols);
   }
 
  private:
-  static constexpr const char *kMark = "\x01";  // a value of L, which O ⋈ cotangents does not have
+  // What a value of L prints as over O's rows: only in SQL that Sql then
+  // refuses (or drops unused), and no SQL at all were it ever kept.
+  static constexpr const char *kNoValue = "\x01";
 
   Resolver Inside() const { return p_.Inside(reg_); }
   Resolver Res() const {
     const Region *reg = &reg_;
     int L = L_;
-    return [reg, L](int side, int col) { return side == L ? std::string(kMark) : "r." + FlatName(*reg, side, col); };
+    return [reg, L](int side, int col) { return side == L ? std::string(kNoValue) : "r." + FlatName(*reg, side, col); };
   }
   // Whether e reads L (l) and other leaves (o).
   void Reads(const ExprP &e, bool &l, bool &o) const {
@@ -240,6 +244,7 @@ class LeafTranspose {
       Backprop(arg,
                onull.empty() || factored ? d : "(CASE WHEN " + Join(onull, " OR ") + " THEN NULL ELSE " + d + " END)",
                lets_, act, terms_);
+      reads_l_ = reads_l_ || AdjointReads(arg, L_, act);
     }
     return true;
   }
@@ -308,6 +313,7 @@ class LeafTranspose {
   bool once_ = true;
   Terms terms_;
   std::optional<std::string> lnull_;  // L's NULL test, the same for every call
+  bool reads_l_ = false;              // whether L's terms read a value of L (AdjointReads)
   bool carried_ = false;
 };
 
