@@ -94,16 +94,7 @@ RelP HvpLoss(Translator &tr, const LossRef &ref, const GradCall &first, std::vec
   Query *sub =
       AnalyzeTangentSql(BuildTangentSql(fwd, tangents, TangentUse::Differentiate, oids.stop_sql), tf.ExternParams());
   RelP rel = tr.TranslateQuery(sub, nullptr);  // (c0, t0): the loss and its tangent
-  auto t0 = std::make_shared<ddx::Expr>();
-  t0->kind = ExprKind::Col;
-  t0->col = 1;
-  t0->type = rel->cols.at(1);
-  RelP loss = std::make_shared<Rel>();
-  loss->kind = RelKind::Project;
-  loss->inputs = {rel};
-  loss->exprs = {t0};
-  loss->cols = {rel->cols[1]};
-  return loss;
+  return MakeProject(rel, {MakeCol(1, 0, rel->cols.at(1))});
 }
 
 // A loss's programs (see the runner's ProgramText): `sql`, and `in_place`

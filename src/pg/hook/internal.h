@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ddx/core/ir.h"
+#include "ddx/core/ir_build.h"
 #include "ddx/core/program.h"
 #include "ddx/pg/contraction_node.h"
 #include "ddx/pg/guard.h"

@@ -8,19 +8,8 @@ namespace ddx::pg {
 // END, which every aggregate ddx differentiates skips where it is NULL
 // (count(*) FILTER counts CASE WHEN cond THEN 1 END).
 ExprP Filtered(const ExprP &cond, const ExprP &arg) {
-  ExprP value = arg;
-  if (!value) {
-    auto one = std::make_shared<Expr>();
-    one->kind = ExprKind::Const;
-    one->type = Type{"pg_catalog.int4", false};
-    one->text = "1";
-    value = one;
-  }
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Case;
-  e->type = value->type;
-  e->args = {cond, value, NullOf(value->type)};
-  return e;
+  ExprP value = arg ? arg : MakeConst("1", kInt4);
+  return MakeCase({cond, value, NullOf(value->type)}, value->type);
 }
 
 // The value of an aggregate call after aggregation (see AggOut), its
@@ -29,14 +18,11 @@ ExprP AggValue(const AggOut &o, int side) {
   if (o.form == Spread::None) return MakeCol(o.col, side, o.type);
   ExprP var = MakeCol(o.col, side, kFloat8);
   if (o.form == Spread::Sample) {  // Σ / (n - 1), NULL for fewer than two values
-    ExprP n = MakeCol(o.count, side, Type{"pg_catalog.int8", false});
-    auto v = std::make_shared<Expr>();
-    v->kind = ExprKind::Case;
-    v->type = kFloat8;
-    v->args = {MakeOpaque("($1 > 1)", ">", {n}, kBool),
-               MakeCall("div", {var, MakeOpaque("CAST(($1 - 1) AS pg_catalog.float8)", "-", {n}, kFloat8)}, kFloat8),
-               NullOf(kFloat8)};
-    var = v;
+    ExprP n = MakeCol(o.count, side, kInt8);
+    var = MakeCase({MakeOpaque("($1 > 1)", ">", {n}, kBool),
+                    MakeCall("div", {var, MakeOpaque("CAST(($1 - 1) AS pg_catalog.float8)", "-", {n}, kFloat8)}, kFloat8),
+                    NullOf(kFloat8)},
+                   kFloat8);
   }
   return o.root ? MakeCall("sqrt", {var}, kFloat8) : var;
 }
@@ -140,7 +126,7 @@ RelP Translator::Aggregate(RelP rel, const std::vector<Node *> &groups, const st
         o.col = add("avg", sq, kFloat8);
       } else {
         o.col = add("sum", sq, kFloat8);
-        o.count = add("count", pl.arg, Type{"pg_catalog.int8", false});
+        o.count = add("count", pl.arg, kInt8);
       }
     }
     outs.push_back(o);

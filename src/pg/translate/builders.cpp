@@ -1,48 +1,8 @@
-// IR node builders of the translator, and what a Query level holds (see
-// internal.h).
+// What a Query level holds, and the conjunction of conditions (see
+// internal.h; the IR node builders are ddx/core/ir_build.h).
 #include "internal.h"
 
 namespace ddx::pg {
-
-ExprP MakeCol(int col, int side, Type t) {
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Col;
-  e->col = col;
-  e->side = side;
-  e->type = std::move(t);
-  return e;
-}
-
-ExprP MakeOpaque(std::string tmpl, std::string name, std::vector<ExprP> args, Type t, bool vol) {
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Opaque;
-  e->text = std::move(tmpl);
-  e->name = std::move(name);
-  e->args = std::move(args);
-  e->type = std::move(t);
-  e->is_volatile = vol;
-  return e;
-}
-
-ExprP MakeCall(std::string rule, std::vector<ExprP> args, Type t) {
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Call;
-  e->text = std::move(rule);
-  e->args = std::move(args);
-  e->type = std::move(t);
-  return e;
-}
-
-const Type kBool{"pg_catalog.bool", false};
-const Type kFloat8{"pg_catalog.float8", true};
-
-ExprP NullOf(const Type &t) {
-  auto e = std::make_shared<Expr>();
-  e->kind = ExprKind::Const;
-  e->type = t;
-  e->text = "NULL::" + t.sql;
-  return e;
-}
 
 std::string Placeholders(size_t n) {
   std::string s;
@@ -72,38 +32,6 @@ bool CollectAggrefs(Node *n, std::vector<Node *> *out) {
     return false;
   }
   return expression_tree_walker(n, (bool (*)())CollectAggrefs, out);
-}
-
-RelP NewRel(RelKind k) {
-  auto r = std::make_shared<Rel>();
-  r->kind = k;
-  return r;
-}
-
-RelP MakeJoin(RelP l, RelP r, JoinKind jk, ExprP cond) {
-  RelP j = NewRel(RelKind::Join);
-  j->cols = l->cols;
-  j->cols.insert(j->cols.end(), r->cols.begin(), r->cols.end());
-  j->inputs = {std::move(l), std::move(r)};
-  j->join = jk;
-  j->cond = std::move(cond);
-  return j;
-}
-
-RelP MakeFilter(RelP in, ExprP cond) {
-  RelP f = NewRel(RelKind::Filter);
-  f->cols = in->cols;
-  f->inputs = {std::move(in)};
-  f->cond = std::move(cond);
-  return f;
-}
-
-RelP MakeProject(RelP in, std::vector<ExprP> exprs) {
-  RelP p = NewRel(RelKind::Project);
-  for (const auto &e : exprs) p->cols.push_back(e->type);
-  p->inputs = {std::move(in)};
-  p->exprs = std::move(exprs);
-  return p;
 }
 
 ExprP AndAll(const std::vector<ExprP> &v) {

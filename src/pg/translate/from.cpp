@@ -238,7 +238,7 @@ RelP Translator::Unpivot(Query *q, int rtindex, RelP left, const Scope *scope, C
       n = std::max(n, static_cast<size_t>(list_length(arrays.back()->elements)));
       types.push_back(MakeType(arrays.back()->element_typeid, -1));
     }
-    if (rte->funcordinality) types.push_back(Type{"pg_catalog.int8", false});
+    if (rte->funcordinality) types.push_back(kInt8);
     for (size_t i = 0; i < n; i++) {
       std::vector<ExprP> row;
       for (size_t a = 0; a < arrays.size(); a++) {
@@ -454,12 +454,8 @@ RelP Translator::FromList(Query *q, List *fromlist, Node *quals, const Scope *sc
   }
   if (!rel) {  // no FROM: one row
     rel = NewRel(RelKind::Values);
-    auto one = std::make_shared<ddx::Expr>();
-    one->kind = ExprKind::Const;
-    one->text = "1";
-    one->type = Type{"pg_catalog.int4", false};
-    rel->rows = {{one}};
-    rel->cols = {one->type};
+    rel->rows = {{MakeConst("1", kInt4)}};
+    rel->cols = {kInt4};
   }
   if (quals) {  // a nested FromExpr's own quals
     Ctx c;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ddx/core/agg_rules.h"
+#include "ddx/core/ir_build.h"
 
 extern "C" {
 #include "access/genam.h"
@@ -129,20 +130,10 @@ bool InSameInheritanceTree(Oid a, Oid b);
 Node *InlinedBody(Oid funcid, Oid rettype, Oid retcoll, Oid inputcoll, List *args, bool variadic);
 Query *InlinedSetReturning(RangeTblEntry *rte);
 
-// builders.cpp: IR nodes, and what a Query level holds
-ExprP MakeCol(int col, int side, Type t);
-ExprP MakeOpaque(std::string tmpl, std::string name, std::vector<ExprP> args, Type t, bool vol = false);
-ExprP MakeCall(std::string rule, std::vector<ExprP> args, Type t);
-extern const Type kBool;
-extern const Type kFloat8;
-ExprP NullOf(const Type &t);
+// builders.cpp: what a Query level holds (the IR builders: ddx/core/ir_build.h)
 std::string Placeholders(size_t n);
 bool CollectScalarSublinks(Node *n, std::vector<SubLink *> *out);
 bool CollectAggrefs(Node *n, std::vector<Node *> *out);
-RelP NewRel(RelKind k);
-RelP MakeJoin(RelP l, RelP r, JoinKind jk, ExprP cond);
-RelP MakeFilter(RelP in, ExprP cond);
-RelP MakeProject(RelP in, std::vector<ExprP> exprs);
 ExprP AndAll(const std::vector<ExprP> &v);
 bool CollectWindowFuncs(Node *n, std::vector<WindowFunc *> *out);
 void CheckQuery(Query *q);
