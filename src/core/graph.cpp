@@ -72,7 +72,9 @@ void Pass::VisitSublinks(const ExprP &e) {
   VisitSublinks(e->corr);
 }
 
-// Which relations are CTEs; the others are compiled into their readers' regions.
+// Which relations are CTEs; the others are compiled into their readers'
+// regions. `direct`: the scans read in place; `recomputed`: the saved
+// relations each reader computes again (Citus in place).
 void Pass::DecideMaterialized() {
   std::set<const Rel *> cte;  // read by name (rid, c<j>), not through a region
   for (Rel *r : order) {
@@ -82,39 +84,66 @@ void Pass::DecideMaterialized() {
     if (r->kind != RelKind::Aggregate && r->kind != RelKind::Window)
       for (const auto &in : r->inputs) mat.insert(in.get()), cte.insert(in.get());
   }
-  // A compound row-local relation (LayerNorm's output over the residual
-  // stream: ten leaves at one layer) that is one side of a contraction (an
-  // aggregate grouped by keys of both sides of a join, so that each row of
-  // one side is repeated for each matching row of the other) is saved, once
-  // per its own row: compiled into the contraction's region it was
-  // recomputed from all its leaves for every joined row (the GPT's logits:
-  // 77,824 rows of a 1,024-row LayerNorm; its gradient 1.4-1.7 s -> 0.55-0.64
-  // s). Relations of fewer leaves (attention's p = e / z, a matmul's inputs)
-  // stay compiled into their readers, where a costly value is computed
-  // below the join; a join that does not repeat rows (a loss's average over
-  // samples) saves nothing.
+  SaveContractionSides();
+  mat.insert(loss.get());
+  cte.insert(loss.get());
+  // Forward mode: the tangent relations are read by name, and every scan
+  // with a parameter is saved with its tangents (joined to it by key).
+  if (tangents)
+    for (const Tangent &tg : *tangents)
+      if (tg.rel) mat.insert(tg.rel.get()), cte.insert(tg.rel.get());
+  for (Rel *r : order)
+    if (tangents && r->kind == RelKind::Scan && AnyActive(r)) cte.insert(r);
+  for (const Rel *s : sublink_rels) mat.insert(const_cast<Rel *>(s)), cte.insert(s);
+  // Scans that only regions read are read in place: no copy of the table,
+  // the planner sees its statistics, and ctid is the row's rid.
+  // On Citus in place (program.h), so are Citus tables without parameters:
+  // their ctid serves only as a row's presence (a left join's NULL test),
+  // never as its identity, since no cotangent is summed by it.
+  for (Rel *r : order) {
+    if (r->kind != RelKind::Scan || cte.count(r)) continue;
+    bool param = false;
+    for (int k : r->param) param = param || k >= 0;
+    if (r->single || (citus_in_place && r->citus && !param)) direct.insert(r);
+  }
+  if (citus_in_place) RecomputeOnWorkers();
+  BoundProjectionChains();
+}
+
+// A compound row-local relation (LayerNorm's output over the residual
+// stream: ten leaves at one layer) that is one side of a contraction (an
+// aggregate grouped by keys of both sides of a join, so that each row of
+// one side is repeated for each matching row of the other) is saved, once
+// per its own row: compiled into the contraction's region it was
+// recomputed from all its leaves for every joined row (the GPT's logits
+// read a 1,024-row LayerNorm in 77,824 joined rows; saving it cut the
+// gradient's time by more than half, bench/RESULTS.md). Relations of fewer
+// leaves (attention's p = e / z, a matmul's inputs) stay compiled into
+// their readers, where a costly value is computed below the join; a join
+// that does not repeat rows (a loss's average over samples) saves nothing.
+//   Forward mode also saves a side that computes a costly value (the GPT's
+// GELU before its down projection): its value and its tangent, whose
+// partials repeat the value, were computed for every joined row (tanh five
+// times in each of 65,536 rows, the jvp's largest step) instead of once per
+// row of the side. So does reverse mode, for a side of two leaves or more,
+// where the contraction node runs the program: the MLP's hidden layer
+// tanh(hp.z + b1.val) and attention's p = e / z. Compiled into the
+// contraction's region, the side's leaves were differentiated through the
+// costly value inside the sum (its derivative reads the leaf), which the
+// transpose cannot move below the join (contraction.cpp), so the region
+// was recomputed once more for every joined row (the MLP: 524k rows
+// grouped by two grouping sets, spilling). Saved, the contraction's both
+// sides are transposed, and the side's own reverse rule runs once per its
+// row. Without the node the compiled region is faster (attention's
+// gradient, bench/RESULTS.md), so the program differs by ddx.contraction
+// (program.h).
+void Pass::SaveContractionSides() {
   std::function<int(const Rel *)> leaves = [&](const Rel *x) {
     if (mat.count(x)) return 1;
     int n = 0;
     for (const auto &in : x->inputs) n += leaves(in.get());
     return n;
   };
-  // Forward mode also saves a side that computes a costly value (the GPT's
-  // GELU before its down projection): its value and its tangent, whose
-  // partials repeat the value, were computed for every joined row (tanh five
-  // times in each of 65,536 rows, the jvp's largest step) instead of once per
-  // row of the side. So does reverse mode, for a side of two leaves or more,
-  // where the contraction node runs the program: the MLP's hidden layer
-  // tanh(hp.z + b1.val) and attention's p = e / z. Compiled into the
-  // contraction's region, the side's leaves were differentiated through the
-  // costly value inside the sum (its derivative reads the leaf), which the
-  // transpose cannot move below the join (contraction.cpp), so the region
-  // was recomputed once more for every joined row (the MLP: 524k rows
-  // grouped by two grouping sets, spilling). Saved, the contraction's both
-  // sides are transposed, and the side's own reverse rule runs once per its
-  // row. Without the node the compiled region is faster (attention's
-  // gradient 1.55 s against 2.2 s saved), so the program differs by
-  // ddx.contraction (program.h).
   std::function<bool(const ExprP &)> has_costly = [&](const ExprP &e) {
     if (!e) return false;
     if (Costly(e)) return true;
@@ -154,64 +183,46 @@ void Pass::DecideMaterialized() {
         mat.insert(side.get());
     }
   }
-  mat.insert(loss.get());
-  cte.insert(loss.get());
-  // Forward mode: the tangent relations are read by name, and every scan
-  // with a parameter is saved with its tangents (joined to it by key).
-  if (tangents)
-    for (const Tangent &tg : *tangents)
-      if (tg.rel) mat.insert(tg.rel.get()), cte.insert(tg.rel.get());
-  for (Rel *r : order)
-    if (tangents && r->kind == RelKind::Scan && AnyActive(r)) cte.insert(r);
-  for (const Rel *s : sublink_rels) mat.insert(const_cast<Rel *>(s)), cte.insert(s);
-  // Scans that only regions read are read in place: no copy of the table,
-  // the planner sees its statistics, and ctid is the row's rid.
-  // On Citus in place (program.h), so are Citus tables without parameters:
-  // their ctid serves only as a row's presence (a left join's NULL test),
-  // never as its identity, since no cotangent is summed by it.
+}
+
+// In place on Citus, a saved relation of per-sample rows (a prediction
+// per sample, a hidden layer per sample and unit) would be a Citus
+// subplan: gathered to the coordinator and sent back to every worker
+// (the linear model's 4,096 predictions and their cotangents, every step).
+// Recomputed instead by each reader (NOT MATERIALIZED), it stays on the
+// workers, where the reader's join on its rid is a join on the
+// distribution column; only the partial sums of the reductions cross the
+// network. That needs a rid that does not depend on the order its rows
+// come in (an aggregate's rid of its keys, ops/aggregate.cpp), and
+// readers that only compute with its values: a recomputed value may
+// differ in its last bits from the one another reader computed (its sum
+// in another order), which a max's or a window's comparisons would turn
+// into a wrong answer, so a program with those recomputes nothing. A
+// reduction to one row (a loss) stays saved: it is what the workers need.
+void Pass::RecomputeOnWorkers() {
+  bool compares = false;
+  for (const Rel *r : order) {
+    if (r->kind == RelKind::Window) compares = true;
+    if (r->kind == RelKind::Aggregate)
+      for (const auto &a : r->aggs) compares = compares || FlowOf(a.fn) == AggFlow::Attained;
+    if (r->kind == RelKind::Aggregate && r->distinct) compares = true;
+  }
+  if (compares) return;
+  std::set<const Rel *> per_sample;
   for (Rel *r : order) {
-    if (r->kind != RelKind::Scan || cte.count(r)) continue;
-    bool param = false;
-    for (int k : r->param) param = param || k >= 0;
-    if (r->single || (citus_in_place && r->citus && !param)) direct.insert(r);
+    bool reads = r->kind == RelKind::Scan && r->citus && direct.count(r);
+    for (const auto &in : r->inputs) reads = reads || per_sample.count(in.get());
+    if (r->kind == RelKind::Aggregate && r->nkeys == 0) reads = false;
+    if (reads) per_sample.insert(r);
   }
-  // In place on Citus, a saved relation of per-sample rows (a prediction
-  // per sample, a hidden layer per sample and unit) would be a Citus
-  // subplan: gathered to the coordinator and sent back to every worker
-  // (the linear model's 4,096 predictions and their cotangents, 240 kB a
-  // step). Recomputed instead by each reader (NOT MATERIALIZED), it stays
-  // on the workers, where the reader's join on its rid is a join on the
-  // distribution column; only the partial sums of the reductions cross the
-  // network (2 kB). That needs a rid that does not depend on the order its
-  // rows come in (an aggregate's rid of its keys, ops/aggregate.cpp), and
-  // readers that only compute with its values: a recomputed value may
-  // differ in its last bits from the one another reader computed (its sum
-  // in another order), which a max's or a window's comparisons would turn
-  // into a wrong answer, so a program with those recomputes nothing. A
-  // reduction to one row (a loss) stays saved: it is what the workers need.
-  if (citus_in_place) {
-    bool compares = false;
-    for (const Rel *r : order) {
-      if (r->kind == RelKind::Window) compares = true;
-      if (r->kind == RelKind::Aggregate)
-        for (const auto &a : r->aggs) compares = compares || FlowOf(a.fn) == AggFlow::Attained;
-      if (r->kind == RelKind::Aggregate && r->distinct) compares = true;
-    }
-    std::set<const Rel *> per_sample;
-    for (Rel *r : order) {
-      bool reads = r->kind == RelKind::Scan && r->citus && direct.count(r);
-      for (const auto &in : r->inputs) reads = reads || per_sample.count(in.get());
-      if (r->kind == RelKind::Aggregate && r->nkeys == 0) reads = false;
-      if (reads) per_sample.insert(r);
-    }
-    if (!compares)
-      for (const Rel *r : per_sample)
-        if (mat.count(r) && !direct.count(r) && r != loss.get() && r->kind == RelKind::Aggregate &&
-            RidOfKeys(*this, *r))
-          recomputed.insert(r);
-  }
-  // Composition inlines a projection's expressions into every use: keep
-  // chains of projections from growing without bound.
+  for (const Rel *r : per_sample)
+    if (mat.count(r) && !direct.count(r) && r != loss.get() && r->kind == RelKind::Aggregate && RidOfKeys(*this, *r))
+      recomputed.insert(r);
+}
+
+// Composition inlines a projection's expressions into every use: keep
+// chains of projections from growing without bound.
+void Pass::BoundProjectionChains() {
   for (Rel *r : order) {
     if (mat.count(r) || r->kind != RelKind::Project) continue;
     Region reg = Compile(r, true);

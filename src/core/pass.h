@@ -283,6 +283,9 @@ struct Pass {
   void Visit(const RelP &r);
   void VisitSublinks(const ExprP &e);
   void DecideMaterialized();
+  void SaveContractionSides();
+  void RecomputeOnWorkers();
+  void BoundProjectionChains();
 };
 
 // Accumulates into terms[(side, col)] the contributions of adj · ∂e/∂column,
