@@ -85,16 +85,9 @@ void ResolveParam(GradCall &call) {
   Var *v = call.param;
   if (v->varlevelsup >= call.stack.size()) throw Error(sqlstate::kInternalError, "ddx internal error: bad Var level");
   Query *q = call.stack[call.stack.size() - 1 - v->varlevelsup];
-  RangeTblEntry *rte = rt_fetch(v->varno, q->rtable);
   Index varno = v->varno;
   AttrNumber attno = v->varattno;
-  while (rte->rtekind == RTE_JOIN && attno > 0 && attno <= list_length(rte->joinaliasvars)) {
-    Node *alias = StripRelabel((Node *)list_nth(rte->joinaliasvars, attno - 1));
-    if (!alias || !IsA(alias, Var)) break;
-    varno = castNode(Var, alias)->varno;
-    attno = castNode(Var, alias)->varattno;
-    rte = rt_fetch(varno, q->rtable);
-  }
+  RangeTblEntry *rte = ThroughJoinAliases(q, &varno, &attno);
   char relkind = rte->rtekind == RTE_RELATION ? PgCall([&] { return get_rel_relkind(rte->relid); }) : 0;
   if (rte->rtekind != RTE_RELATION || attno <= 0 ||
       (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE))
@@ -203,6 +196,22 @@ std::vector<std::string> ColumnNames(const NamedRel &r) {
   });
   for (int i = 0; i < raw.n; i++) names.push_back(raw.names[i]);
   return names;
+}
+
+// The range-table entry of column (*varno, *attno) of q, through join
+// aliases: a column of a join is the column of the relation it comes from
+// (*varno and *attno are moved to it); a join's merged column (USING) or
+// whole-row reference stays the join's.
+RangeTblEntry *ThroughJoinAliases(Query *q, Index *varno, AttrNumber *attno) {
+  RangeTblEntry *rte = rt_fetch(*varno, q->rtable);
+  while (rte->rtekind == RTE_JOIN && *attno > 0 && *attno <= list_length(rte->joinaliasvars)) {
+    Node *alias = StripRelabel((Node *)list_nth(rte->joinaliasvars, *attno - 1));
+    if (!alias || !IsA(alias, Var)) break;
+    *varno = castNode(Var, alias)->varno;
+    *attno = castNode(Var, alias)->varattno;
+    rte = rt_fetch(*varno, q->rtable);
+  }
+  return rte;
 }
 
 // A relation's range-table entry turned into another kind (a function of

@@ -150,6 +150,7 @@ NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool all
 LossRef ResolveLoss(const GradCall &call);
 std::vector<std::string> ColumnNames(const NamedRel &r);
 void ForgetRelation(RangeTblEntry *rte);
+RangeTblEntry *ThroughJoinAliases(Query *q, Index *varno, AttrNumber *attno);
 // A call of ddx's made, in place, a call of one of its own float8 functions
 // (the runner's grad_at, jvp's jvp_at) with these arguments.
 void RetargetCall(FuncExpr *fe, Oid funcid, List *args);

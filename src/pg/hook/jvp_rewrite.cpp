@@ -203,14 +203,7 @@ JvpOut ResolveJvpOut(const JvpCall &call) {
   Query *q = call.stack[o.level];
   Index varno = v->varno;
   AttrNumber attno = v->varattno;
-  RangeTblEntry *rte = rt_fetch(varno, q->rtable);
-  while (rte->rtekind == RTE_JOIN && attno > 0 && attno <= list_length(rte->joinaliasvars)) {
-    Node *alias = StripRelabel((Node *)list_nth(rte->joinaliasvars, attno - 1));
-    if (!alias || !IsA(alias, Var)) break;
-    varno = castNode(Var, alias)->varno;
-    attno = castNode(Var, alias)->varattno;
-    rte = rt_fetch(varno, q->rtable);
-  }
+  RangeTblEntry *rte = ThroughJoinAliases(q, &varno, &attno);
   bool view = rte->rtekind == RTE_RELATION && PgCall([&] { return get_rel_relkind(rte->relid); }) == RELKIND_VIEW;
   if (attno <= 0 || !(rte->rtekind == RTE_CTE || rte->rtekind == RTE_SUBQUERY || view))
     refuse("It is a column of a table, a function or a join, which holds no computation to differentiate.");
