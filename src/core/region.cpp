@@ -183,8 +183,7 @@ namespace {
 
 // Whether the leaf on side l has at most one row that matches given rows of
 // the leaves `given` (see Roots).
-bool Determined(const Region &reg, int l, const std::set<int> &given,
-                const std::vector<std::pair<ExprP, ExprP>> &eqs) {
+bool Determined(const Region &reg, int l, const std::set<int> &given, const std::vector<std::pair<ExprP, ExprP>> &eqs) {
   const Rel *leaf = reg.leaves.at(l - kLeafSide);
   if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
     std::vector<int> keys(static_cast<size_t>(leaf->nkeys));

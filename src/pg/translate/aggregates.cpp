@@ -19,10 +19,11 @@ ExprP AggValue(const AggOut &o, int side) {
   ExprP var = MakeCol(o.col, side, kFloat8);
   if (o.form == Spread::Sample) {  // Σ / (n - 1), NULL for fewer than two values
     ExprP n = MakeCol(o.count, side, kInt8);
-    var = MakeCase({MakeOpaque("($1 > 1)", ">", {n}, kBool),
-                    MakeCall("div", {var, MakeOpaque("CAST(($1 - 1) AS pg_catalog.float8)", "-", {n}, kFloat8)}, kFloat8),
-                    NullOf(kFloat8)},
-                   kFloat8);
+    var =
+        MakeCase({MakeOpaque("($1 > 1)", ">", {n}, kBool),
+                  MakeCall("div", {var, MakeOpaque("CAST(($1 - 1) AS pg_catalog.float8)", "-", {n}, kFloat8)}, kFloat8),
+                  NullOf(kFloat8)},
+                 kFloat8);
   }
   return o.root ? MakeCall("sqrt", {var}, kFloat8) : var;
 }

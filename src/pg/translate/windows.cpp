@@ -198,8 +198,8 @@ RelP Translator::PartitionAggregates(RelP rel, std::vector<ExprP> pre, const std
 // A Window relation of the calls `mine` over window clause wc: its input is
 // rel's columns ++ partition keys ++ order keys ++ arguments.
 RelP Translator::WindowOver(Query *q, RelP rel, WindowClause *wc, const std::vector<ExprP> &pre,
-                            const std::vector<WindowFunc *> &mine, const std::vector<std::string> &names,
-                            const Ctx &c, std::map<const WindowFunc *, int> &out) {
+                            const std::vector<WindowFunc *> &mine, const std::vector<std::string> &names, const Ctx &c,
+                            std::map<const WindowFunc *, int> &out) {
   int n = static_cast<int>(rel->cols.size());
   std::vector<ExprP> cols;
   for (int i = 0; i < n; i++) cols.push_back(MakeCol(i, 0, rel->cols[i]));
