@@ -117,11 +117,12 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
 // only root, OnceLeaves): the source's rows stored as they are, those
 // leaves' terms read from them, the others' summed by their rids (GROUPING
 // SETS would also hash a set of as many groups as rows: attention's softmax
-// backward, 33k rows into 33k groups beside 256 for z; program 957 -> 904
-// ms interleaved). The `carrier`'s rows (the only root's) are the source's
-// one to one, so its saved columns are carried as OneLeaf carries them
-// (Carries): the MLP's hidden layer tanh(hp.z + b1.val) gave hp's
-// cotangent, whose transpose then joined hp's 131k saved rows on rid again.
+// backward, 33k rows into 33k groups beside 256 for z, which slowed the
+// whole program; measured: bench/RESULTS.md, 'Figures from code
+// comments'). The `carrier`'s rows (the only root's) are the source's one to
+// one, so its saved columns are carried as OneLeaf carries them (Carries):
+// the MLP's hidden layer tanh(hp.z + b1.val) gave hp's cotangent, whose
+// transpose then joined hp's 131k saved rows on rid again.
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
               const LeafRid &leaf_rid, const std::string &shared_name, const std::set<int> &once, int carrier,
               const Resolver &value, const LeafKeys &leaf_keys) {
@@ -216,9 +217,11 @@ struct GroupingSets {
   // In place on Citus, one step of its own per set, a plain GROUP BY
   // (Set names it): Citus plans no GROUPING(), and a program with one fell
   // back to saving every step on the coordinator (the MLP's first layer in
-  // place moved 7.8 MB instead of 2.2); a step that each set's reader alone
-  // reads is recomputed inside it, on the workers, where a shared one would
-  // be a Citus subplan, gathered. Each recomputes the region.
+  // place moved several times the intermediate results; measured:
+  // bench/RESULTS.md, 'Figures from code comments'); a step that each set's
+  // reader alone reads is recomputed inside it, on the workers, where a
+  // shared one would be a Citus subplan, gathered. Each recomputes the
+  // region.
   std::vector<std::string> Steps(const std::string &name, const std::string &source) const {
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);

@@ -91,8 +91,9 @@ void CheckRanks(const Pass &p) {
 // row), carried through projections, group keys and windows. An
 // aggregate's backward pairs rows with their group on such keys with a
 // plain equality, which PostgreSQL estimates and hashes far better than
-// the NULL-safe one (matmul and attention: its join cost was overestimated
-// 300-fold, which made the planner sort 1.28M rows instead of hashing).
+// the NULL-safe one (matmul and attention: its join cost was grossly
+// overestimated, which made the planner sort 1.28M rows instead of hashing;
+// measured: bench/RESULTS.md, 'Figures from code comments').
 std::vector<bool> NotNullOf(const Pass &p, const Rel *r) {
   Inputs in = [&](size_t k) -> const std::vector<bool> & { return p.notnull.at(r->inputs[k].get()); };
   return RuleOf(*r).not_null(*r, in);

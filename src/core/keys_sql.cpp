@@ -29,8 +29,9 @@ std::string NullStandIn(const std::string &type) {
 // x as one value that is equal for two NULLs and for nothing else, or ""
 // where no such value is known: smaller integers widened to bigint, NULL a
 // bigint no integer equals; booleans as 0/1, NULL 2. A hash join then
-// compares one column instead of a stand-in and a NULL flag (attention's
-// p·v backward probes 526k rows: 278 -> 261 ms).
+// compares one column instead of a stand-in and a NULL flag: one hash and
+// one comparison per probe, of which attention's p·v backward makes 526k
+// (measured: bench/RESULTS.md, 'Figures from code comments').
 std::string NullSafeKey(const std::string &x, const std::string &type) {
   if (type == "integer" || type == "pg_catalog.int4" || type == "smallint" || type == "pg_catalog.int2")
     return "COALESCE(CAST(" + x + " AS pg_catalog.int8), 4294967296)";
@@ -53,7 +54,7 @@ std::string NullSafeEq(const std::string &a, const std::string &b, const std::st
 // the cotangent alone: joined with the saved rows, which in place on Citus
 // are recomputed wherever they are read, the MLP's hidden layer was
 // recomputed twice more for nothing (its first layer's gradient in place,
-// 1.42 -> 0.73 s, median of 5).
+// measured: bench/RESULTS.md, 'Figures from code comments').
 std::string Pass::Groups(const Rel *r) const {
   bool with_saved = carried.count(r) > 0;
   std::vector<std::string> own = with_saved ? std::vector<std::string>{} : KeysInCotangent(*this, r);
@@ -85,9 +86,9 @@ std::string Pass::KeysEq(const Rel *r, const std::string &b, const std::string &
 // computes, once per row, the key with NULL replaced (see NullSafeKey, or
 // a stand-in value and a NULL flag: NullSafeEq), and the join compares
 // those columns. Written into the join condition, the expressions ran for
-// every pair the join compared: 1.28M in the matmul's transposed join (334
-// -> 299 ms with plain keys). Plain: cannot be NULL; Distinct: no stand-in
-// known (IS NOT DISTINCT FROM).
+// every pair the join compared: 1.28M in the matmul's transposed join
+// (measured: bench/RESULTS.md, 'Figures from code comments'). Plain: cannot
+// be NULL; Distinct: no stand-in known (IS NOT DISTINCT FROM).
 Pass::KeyForm Pass::FormOf(const Rel *r, int k) const {
   const std::string &type = r->cols[k].sql;
   if (notnull.at(r->inputs[0].get())[k]) return KeyForm::Plain;

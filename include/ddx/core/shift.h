@@ -6,7 +6,8 @@
 // for numerical range only; the loss's derivative with respect to it is
 // exactly zero, and its reverse rule (the argmax rows, ties shared by a
 // window of counts) and every reader's term for it are wasted work
-// (attention: the max's backward and its readers' terms, ≈5% of the program).
+// (attention: the max's backward and its readers' terms, a share of the
+// program measured in bench/RESULTS.md, 'Figures from code comments').
 //
 // HeldMaxima proves it per max or min column: it follows a symbolic shift δ_g
 // (one per group g of that column) through every relation downstream and

@@ -53,14 +53,15 @@ std::vector<bool> AggregateActivity(const Rel &r, const Inputs &in) {
 // cannot be NULL, a bigint among them (a hidden layer per sample and unit,
 // the sample's id a bigint), are k0 * 2^64 + (k1 + 2^63), a numeric: each
 // row computes it from its keys, so the layer stays on the workers, where
-// row_number() would have it gathered (412 kB for an MLP of 2,000 samples
-// against 10 kB). Otherwise row_number(), a window over the groups, which
-// cost the matmul's 80k groups 24 ms of its 80 ms contraction, which Citus
-// computes only on the coordinator, and whose numbering depends on the
-// order the groups come in (so its step is always stored: graph.cpp). Rids
-// are only ever compared for equality, with rids of the same relation, so
-// that one relation's rids may be numeric and another's bigint. No keys:
-// the one row is 1.
+// row_number() would have it gathered on the coordinator, moving far more
+// bytes. Otherwise row_number(), a window over the groups: a pass of its own
+// over every group (the matmul's 80k, a visible part of its contraction),
+// which Citus computes only on the coordinator, and whose numbering depends
+// on the order the groups come in (so its step is always stored:
+// graph.cpp). Both costs are measured in bench/RESULTS.md, 'Figures from
+// code comments'. Rids are only ever compared for equality, with rids of
+// the same relation, so that one relation's rids may be numeric and
+// another's bigint. No keys: the one row is 1.
 enum class RidForm { Constant, Key, Widened, Packed, PackedWide, Numbered };
 RidForm RidFormOf(const Pass &p, const Rel &r) {
   if (r.nkeys == 0) return RidForm::Constant;

@@ -20,7 +20,8 @@ namespace {
 // some row passed c), and a join with the cotangent, whose rows are the
 // groups, need not test it again where every column it reads is bound to
 // the cotangent's keys. Attention's k.t <= q.t in the two transposed
-// passes of q·k: 526k tests each, 125 -> 109 ms a pass.
+// passes of q·k: 526k tests each, saved in each pass (measured:
+// bench/RESULTS.md, 'Figures from code comments').
 bool HoldsPerGroup(const Rel *r, const Region &reg, const ExprP &c) {
   if (ContainsVolatile(c) || HasSublink(c)) return false;
   std::set<std::pair<int, int>> cs;
@@ -348,9 +349,10 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
   for (const auto &[side, col] : used)
     if (act(side, col)) active.insert(side);
   // Each leaf that receives gradient, transposed on its own (one pass
-  // over the others joined with the cotangents per leaf: attention's q·k
-  // backward 383 -> 234 ms against one pass over the region with GROUPING
-  // SETS, whose inequality join paired 1M rows to keep 526k), or none.
+  // over the others joined with the cotangents per leaf: faster for
+  // attention's q·k backward than one pass over the region with GROUPING
+  // SETS, whose inequality join paired 1M rows to keep 526k; measured:
+  // bench/RESULTS.md, 'Figures from code comments'), or none.
   struct Out {
     std::string sql;
     std::set<int> cols;
