@@ -142,6 +142,45 @@ std::string AggregateForward(const Pass &p, const Rel &rel) {
   return sql;
 }
 
+// The adjoint of aggregate call k's argument in a row of the region: d
+// (its group's cotangent) through the aggregate, NULL where the row is not
+// in the aggregate.
+std::string AggregateAdjoint(const Pass &p, const Rel &r, const Region &reg, int k, const std::string &d, Lets &lets) {
+  const AggCall &ag = r.aggs[k];
+  const ExprP &arg = reg.item.cols[ag.arg];
+  Resolver res = [&](int side, int col) { return "r." + FlatName(reg, side, col); };
+  std::string y = "a." + C(r.nkeys + k), adj;
+  AggFlow flow = FlowOf(ag.fn);
+  if (flow == AggFlow::Linear) {
+    // A row whose argument is NULL is not in the sum: its adjoint is NULL.
+    // Where the argument is NULL exactly when a column it reads is
+    // (StrictIn), those columns are tested, not the argument's value,
+    // which the backward then computes only where its derivative reads it
+    // (the matmul's sum(power(tanh(z), 2)) read z's tanh, not its square:
+    // one layer of 80k rows fewer); where none of them can be NULL, there
+    // is nothing to test.
+    std::set<std::pair<int, int>> cols;
+    std::vector<std::string> nulls;
+    bool strict = StrictIn(arg, cols);
+    for (const auto &[side, col] : cols)
+      if (side < kLeafSide || col < 0 || !p.notnull.at(reg.leaves[side - kLeafSide])[col])
+        nulls.push_back(res(side, col) + " IS NULL");
+    std::string isnull = strict ? Join(nulls, " OR ") : "(" + lets.Value(arg, "") + ") IS NULL";
+    std::string val = Counted(ag.fn) ? d + " / a.n" + std::to_string(k) : d;
+    adj = isnull.empty() ? "(" + val + ")" : "(CASE WHEN " + isnull + " THEN NULL ELSE " + val + " END)";
+  } else if (flow == AggFlow::Attained) {
+    std::string x = lets.Value(arg, "");
+    // Tied rows share the gradient evenly.
+    adj = "(CASE WHEN (" + x + ") = " + y + " THEN " + d + " / count(*) FILTER (WHERE (" + x + ") = " + y +
+          ") OVER (PARTITION BY a.rid) END)";
+  } else {
+    throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
+                "Gradient reaches an aggregate that ddx does not differentiate.",
+                "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
+  }
+  return adj;
+}
+
 void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   const Rel *r = &rel;
   const std::set<int> &bc = p.bcols.at(r);
@@ -185,35 +224,7 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
     const AggCall &ag = r->aggs[k];
     const ExprP &arg = reg.item.cols[ag.arg];
     CheckVolatile(arg);
-    std::string y = "a." + C(o), adj;
-    AggFlow flow = FlowOf(ag.fn);
-    if (flow == AggFlow::Linear) {
-      // A row whose argument is NULL is not in the sum: its adjoint is NULL.
-      // Where the argument is NULL exactly when a column it reads is
-      // (StrictIn), those columns are tested, not the argument's value,
-      // which the backward then computes only where its derivative reads it
-      // (the matmul's sum(power(tanh(z), 2)) read z's tanh, not its square:
-      // one layer of 80k rows fewer); where none of them can be NULL, there
-      // is nothing to test.
-      std::set<std::pair<int, int>> cols;
-      std::vector<std::string> nulls;
-      bool strict = StrictIn(arg, cols);
-      for (const auto &[side, col] : cols)
-        if (side < kLeafSide || col < 0 || !p.notnull.at(reg.leaves[side - kLeafSide])[col])
-          nulls.push_back(res(side, col) + " IS NULL");
-      std::string isnull = strict ? Join(nulls, " OR ") : "(" + lets.Value(arg, "") + ") IS NULL";
-      std::string val = Counted(ag.fn) ? d + " / a.n" + std::to_string(k) : d;
-      adj = isnull.empty() ? "(" + val + ")" : "(CASE WHEN " + isnull + " THEN NULL ELSE " + val + " END)";
-    } else if (flow == AggFlow::Attained) {
-      std::string x = lets.Value(arg, "");
-      // Tied rows share the gradient evenly.
-      adj = "(CASE WHEN (" + x + ") = " + y + " THEN " + d + " / count(*) FILTER (WHERE (" + x + ") = " + y +
-            ") OVER (PARTITION BY a.rid) END)";
-    } else {
-      throw Error(sqlstate::kFeatureNotSupported, "aggregate " + ag.fn + " has no derivative rule",
-                  "Gradient reaches an aggregate that ddx does not differentiate.",
-                  "Use sum, avg, min or max, or wrap its argument in stop_gradient(...).");
-    }
+    std::string adj = AggregateAdjoint(p, *r, reg, k, d, lets);
     Backprop(arg, adj, lets, p.LeafActivity(reg), terms, "", &deferred);
   }
   // The region's rows carry the leaf rids, the leaf columns the keys and
