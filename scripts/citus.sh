@@ -91,8 +91,8 @@ max_connections = 60
 max_prepared_transactions = 60
 # (keep the connections to the workers between transactions: with Citus's
 # default of one per worker, a statement of 32 tasks opened new ones as it
-# ran, and the same forward took 34 to 190 ms by how many it opened; with
-# 16 kept, 36 to 49; bench/citus.py)
+# ran, and the same forward's time varied fivefold by how many it opened;
+# with 16 kept, hardly at all: bench/RESULTS.md)
 citus.max_cached_conns_per_worker = 16
 # (a connection that reaches a worker while it shuts down gets a "dead-end"
 # child that waits for the client's startup packet; PostgreSQL 15 neither

@@ -183,7 +183,8 @@ def check_world(cur, label, n, p, pushed=True):
         if not pushed:
             # with repartition joins on, as a user may set them for a
             # forward, the in-place program would repartition (an
-            # embedding's gradient: 10.7 s against 1.0 s gathered): they are
+            # embedding's gradient took ten times the gathered one's,
+            # bench/RESULTS.md): they are
             # off for the program alone, and the gathered program runs
             ran, setting = in_place(MLP.format(**n) + f" SELECT t.j, grad('loss', t.val) FROM {n['w2']} t",
                                     "SET citus.enable_repartition_joins = on", "SHOW citus.enable_repartition_joins")
@@ -273,7 +274,7 @@ def check_pushdown(cur):
         c.close()
     # The sample id a bigint: the hidden layer's rid packs its two keys into
     # a numeric, computed per row on the workers (row_number() had the layer
-    # gathered: 412 kB here).
+    # gathered, beyond the cap).
     for k in ("_qb", "_qbp"):
         cur.execute(f"""DROP TABLE IF EXISTS x{k}, y{k} CASCADE;
           CREATE TABLE x{k} (s bigint, f int, val float8); CREATE TABLE y{k} (s bigint, val float8);
