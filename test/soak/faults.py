@@ -73,9 +73,9 @@ def small_is_right(conn):
 def setup(conn):
     q(conn, """CREATE EXTENSION ddx;
       CREATE TABLE big (k int, val float8);
-      -- (20,000 rows: 80M pairs, 1.8 s with the contraction node; 6,000 took
-      -- 0.2 s once the node took this backward's guarded sums, and finished
-      -- before the 300 ms cancel)
+      -- (20,000 rows: 80M pairs, several times the 300 ms cancel even with
+      -- the contraction node; 6,000 rows, once the node took this backward's
+      -- guarded sums, finished before it)
       INSERT INTO big SELECT i, sin(i) FROM generate_series(1, 20000) i;
       CREATE TABLE small (k int, val float8);
       INSERT INTO small VALUES (1, 1), (2, 2), (3, 3);
