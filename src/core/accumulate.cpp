@@ -14,7 +14,7 @@ namespace ddx::core {
 
 // The cotangent step b<id> of a relation: the sum of its readers'
 // contributions.
-bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
+bool Pass::MakeCotangent(const Rel *r, std::vector<Step> &ctes) {
   auto it = contribs.find(r);
   if (it == contribs.end() || it->second.empty()) return false;
   auto &cs = it->second;
@@ -43,7 +43,7 @@ bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
     sql = "SELECT " + Join(by, ", ") + ", " + Join(sums, ", ") + " FROM (" + Join(parts, " UNION ALL ") +
           ") z GROUP BY " + Join(by, ", ");
   }
-  ctes.push_back(B(r) + " AS MATERIALIZED (" + sql + ")");
+  ctes.push_back({B(r), sql});
   bcols[r] = cols;
   return true;
 }
@@ -135,7 +135,7 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
   }
   for (size_t j = 0; j < carried.size(); j++)
     cols.push_back(carried[j] + " AS x" + std::to_string(carrier) + "_" + C(static_cast<int>(j)));
-  s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
+  s.ctes.push_back({shared_name, "SELECT " + Join(cols, ", ") + source});
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
     std::vector<std::string> sel{rk + " AS rid"}, by{rk};
@@ -219,18 +219,18 @@ struct GroupingSets {
   // place moved 7.8 MB instead of 2.2); a step that each set's reader alone
   // reads is recomputed inside it, on the workers, where a shared one would
   // be a Citus subplan, gathered. Each recomputes the region.
-  std::vector<std::string> Steps(const std::string &name, const std::string &source) const {
+  std::vector<Step> Steps(const std::string &name, const std::string &source) const {
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);
     if (per_set_) {
-      std::vector<std::string> steps;
+      std::vector<Step> steps;
       for (const auto &c : sets) {
         std::vector<std::string> sel{Mask(c) + " AS gs"}, by;
         for (const auto &x : c) sel.push_back("q." + x), by.push_back("q." + x);
         for (const auto &o : outer)
           if (o.rfind("q.", 0) != 0) sel.push_back(o);
-        steps.push_back(Set(name, c) + " AS MATERIALIZED (SELECT " + Join(sel, ", ") + " FROM (SELECT " +
-                        Join(inner, ", ") + source + ") q GROUP BY " + Join(by, ", ") + ")");
+        steps.push_back({Set(name, c), "SELECT " + Join(sel, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                                           ") q GROUP BY " + Join(by, ", ")});
       }
       return steps;
     }
@@ -240,8 +240,8 @@ struct GroupingSets {
       ss.push_back("(" + Join(qc, ", ") + ")");
     }
     out.insert(out.begin(), "GROUPING(" + Join(gkeys, ", ") + ") AS gs");
-    return {name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-            ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + "))"};
+    return {{name, "SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                       ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + ")"}};
   }
   // The step that holds set c's rows: the shared one, or (per set) its own.
   std::string Set(const std::string &name, const std::vector<std::string> &c) const {

@@ -151,10 +151,19 @@ struct Contrib {
 std::string SumTerms(const std::vector<std::string> &terms);
 bool Carries(const Rel *r);
 
+// A step of the program: the CTE `name AS MATERIALIZED (sql)`, or AS NOT
+// MATERIALIZED where it is not stored (program.cpp decides which, and
+// prints the steps once every one is built).
+struct Step {
+  std::string name;
+  std::string sql;
+  bool stored = true;
+};
+
 // What a rule appends to: the program's steps (CTEs, in order) and the
 // SELECTs of its gradient rows (toid, tid, pidx, g).
 struct Steps {
-  std::vector<std::string> &ctes;
+  std::vector<Step> &ctes;
   std::vector<std::string> &finals;
 };
 
@@ -268,7 +277,7 @@ struct Pass {
   // cotangents (accumulate.cpp)
   bool AnyActive(const Rel *r) const;
   void Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries = false, bool keyed = false);
-  bool MakeCotangent(const Rel *r, std::vector<std::string> &ctes);
+  bool MakeCotangent(const Rel *r, std::vector<Step> &ctes);
   void ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
                           const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
                           const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr,

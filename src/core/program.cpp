@@ -42,12 +42,19 @@ namespace core {
 namespace {
 
 // Each materialized relation's forward step f<id>, in order.
-std::vector<std::string> ForwardSteps(const Pass &p) {
-  std::vector<std::string> ctes;
+std::vector<Step> ForwardSteps(const Pass &p) {
+  std::vector<Step> ctes;
   for (const Rel *r : p.order)
     if (p.mat.count(r) && !p.direct.count(r))
-      ctes.push_back(p.F(r) + (p.recomputed.count(r) ? " AS NOT MATERIALIZED (" : " AS MATERIALIZED (") +
-                     RuleOf(*r).forward(p, *r) + ")");
+      ctes.push_back({p.F(r), RuleOf(*r).forward(p, *r), !p.recomputed.count(r)});
+  return ctes;
+}
+
+// The steps as the WITH list prints them.
+std::vector<std::string> Printed(const std::vector<Step> &steps) {
+  std::vector<std::string> ctes;
+  for (const Step &s : steps)
+    ctes.push_back(s.name + (s.stored ? " AS MATERIALIZED (" : " AS NOT MATERIALIZED (") + s.sql + ")");
   return ctes;
 }
 
@@ -76,7 +83,7 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 // with the next round's tasks, each of which would otherwise join the
 // loss's saved rows again to derive it. The linear model's program, median
 // of 21 interleaved: 36.8 -> 34.0 ms.
-void Stream(std::vector<std::string> &ctes, int from, const std::string &tail, const std::set<std::string> &recomputed,
+void Stream(std::vector<Step> &steps, size_t from, const std::string &tail, const std::set<std::string> &recomputed,
             const std::set<std::string> &kept_rows) {
   // every identifier of the program, counted in one pass (a step's own
   // definition is one of its name's occurrences)
@@ -94,14 +101,11 @@ void Stream(std::vector<std::string> &ctes, int from, const std::string &tail, c
       at = end;
     }
   };
-  for (const auto &c : ctes) scan(c);
+  for (const Step &s : steps) scan(s.name), scan(s.sql);
   scan(tail);
-  const std::string kept = " AS MATERIALIZED (";
-  for (size_t i = static_cast<size_t>(from); i < ctes.size(); i++) {
-    std::string name = ctes[i].substr(0, ctes[i].find(' '));
-    if (ctes[i].compare(name.size(), kept.size(), kept) != 0) Internal("step without its name: " + name);
-    if ((count[name] == 2 && !kept_rows.count(name)) || recomputed.count(name))
-      ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
+  for (size_t i = from; i < steps.size(); i++) {
+    const std::string &name = steps[i].name;
+    if ((count[name] == 2 && !kept_rows.count(name)) || recomputed.count(name)) steps[i].stored = false;
   }
 }
 
@@ -109,8 +113,9 @@ Program Gradient(Pass &p) {
   const RelP &loss = p.loss;
   if (loss->cols.size() != 1 || !loss->cols[0].differentiable)
     throw Error(sqlstate::kInvalidParameterValue, "loss must be one row and one numeric column");
-  std::vector<std::string> ctes = ForwardSteps(p), finals;
-  int nforward = static_cast<int>(ctes.size());
+  std::vector<Step> ctes = ForwardSteps(p);
+  std::vector<std::string> finals;
+  size_t nforward = ctes.size();
   const Rel *L = loss.get();
   // The seed: the loss's cotangent is 1.
   if (p.active[L][0])
@@ -134,8 +139,8 @@ Program Gradient(Pass &p) {
       finals.push_back("SELECT NULL::oid, NULL::tid, -3, count(*)::float8, NULL::text FROM " + p.F(r) +
                        " WHERE tie > 0");
   Program prog;
-  prog.forward_steps = nforward;
-  prog.backward_steps = static_cast<int>(ctes.size()) - nforward;
+  prog.forward_steps = static_cast<int>(nforward);
+  prog.backward_steps = static_cast<int>(ctes.size() - nforward);
   std::string tail = "\nSELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (\n" +
                      Join(finals, "\nUNION ALL\n") + "\n) z GROUP BY z.toid, z.tid, z.pidx, z.key";
   std::set<std::string> again, one_row;
@@ -144,7 +149,7 @@ Program Gradient(Pass &p) {
     for (const Rel *r : p.order)
       if (r->kind == RelKind::Aggregate && r->nkeys == 0) one_row.insert(p.B(r));
   Stream(ctes, nforward, tail, again, one_row);
-  prog.sql = "WITH " + Join(ctes, ",\n") + tail;
+  prog.sql = "WITH " + Join(Printed(ctes), ",\n") + tail;
   return prog;
 }
 
@@ -253,7 +258,7 @@ std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangent
 
 std::string BuildForwardSql(const RelP &loss) {
   core::Pass p(loss);
-  return "WITH " + core::Join(core::ForwardSteps(p), ",\n") + "\nSELECT * FROM " + p.F(loss.get());
+  return "WITH " + core::Join(core::Printed(core::ForwardSteps(p)), ",\n") + "\nSELECT * FROM " + p.F(loss.get());
 }
 
 }  // namespace ddx
