@@ -29,7 +29,6 @@
 // expressions, and this file drives them.
 #include "ddx/core/program.h"
 
-#include <cctype>
 #include <map>
 #include <set>
 #include <string>
@@ -46,7 +45,7 @@ std::vector<Step> ForwardSteps(const Pass &p) {
   std::vector<Step> ctes;
   for (const Rel *r : p.order)
     if (p.mat.count(r) && !p.direct.count(r))
-      ctes.push_back({p.F(r), RuleOf(*r).forward(p, *r), !p.recomputed.count(r)});
+      ctes.push_back({p.F(r), RuleOf(*r).forward(p, *r), {}, !p.recomputed.count(r)});
   return ctes;
 }
 
@@ -63,9 +62,12 @@ std::vector<std::string> Printed(const std::vector<Step> &steps) {
 // its rows as they come (the matmul's 80k cotangents of its products,
 // built straight into the hash of the transposed join: program 572 -> 554
 // ms). Backward steps are read in FROM lists only (sublinks read forward
-// steps), so an inlined step is never run once per row of a subplan. A
-// reference is a whole word of the program text; a user's column of the
-// same name would only keep a step stored.
+// steps), so an inlined step is never run once per row of a subplan. Its
+// references are counted as the code that wrote them recorded them (Refs,
+// pass.h: a reader that joins it twice counts twice), never as words of the
+// printed program, where a user's table or column of the same name counted
+// too: the MLP's bias table public.b2 kept b2, the cotangent of w1 that
+// only the gradient rows read, stored.
 //
 // In place on Citus, the cotangent of a recomputed step (graph.cpp) is
 // recomputed by each of its readers too (`recomputed`): stored, it is a
@@ -83,29 +85,22 @@ std::vector<std::string> Printed(const std::vector<Step> &steps) {
 // with the next round's tasks, each of which would otherwise join the
 // loss's saved rows again to derive it. The linear model's program, median
 // of 21 interleaved: 36.8 -> 34.0 ms.
-void Stream(std::vector<Step> &steps, size_t from, const std::string &tail, const std::set<std::string> &recomputed,
+void Stream(std::vector<Step> &steps, size_t from, const Refs &final_reads, const std::set<std::string> &recomputed,
             const std::set<std::string> &kept_rows) {
-  // every identifier of the program, counted in one pass (a step's own
-  // definition is one of its name's occurrences)
-  std::map<std::string, size_t> count;
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  auto scan = [&](const std::string &text) {
-    for (size_t at = 0; at < text.size();) {
-      if (!ident(text[at])) {
-        at++;
-        continue;
-      }
-      size_t end = at;
-      while (end < text.size() && ident(text[end])) end++;
-      count[text.substr(at, end - at)]++;
-      at = end;
+  std::map<std::string, size_t> refs;  // per backward step, the references to it
+  for (size_t i = from; i < steps.size(); i++) refs[steps[i].name] = 0;
+  auto count = [&refs](const Refs &reads) {
+    for (const std::string &name : reads) {
+      auto it = refs.find(name);
+      if (it == refs.end()) Internal("a read of no backward step: " + name);
+      it->second++;
     }
   };
-  for (const Step &s : steps) scan(s.name), scan(s.sql);
-  scan(tail);
+  for (const Step &s : steps) count(s.reads);
+  count(final_reads);
   for (size_t i = from; i < steps.size(); i++) {
     const std::string &name = steps[i].name;
-    if ((count[name] == 2 && !kept_rows.count(name)) || recomputed.count(name)) steps[i].stored = false;
+    if ((refs[name] == 1 && !kept_rows.count(name)) || recomputed.count(name)) steps[i].stored = false;
   }
 }
 
@@ -115,12 +110,13 @@ Program Gradient(Pass &p) {
     throw Error(sqlstate::kInvalidParameterValue, "loss must be one row and one numeric column");
   std::vector<Step> ctes = ForwardSteps(p);
   std::vector<std::string> finals;
+  Refs final_reads;
   size_t nforward = ctes.size();
   const Rel *L = loss.get();
   // The seed: the loss's cotangent is 1.
   if (p.active[L][0])
-    p.contribs[L].push_back({"SELECT rid, 1::float8 AS d0 FROM " + p.F(L) + " WHERE c0 IS NOT NULL", {0}});
-  Steps steps{ctes, finals};
+    p.contribs[L].push_back({"SELECT rid, 1::float8 AS d0 FROM " + p.F(L) + " WHERE c0 IS NOT NULL", {}, {0}});
+  Steps steps{ctes, finals, final_reads};
   for (auto it = p.order.rbegin(); it != p.order.rend(); ++it) {
     const Rel *r = *it;
     if (!p.mat.count(r) || !p.MakeCotangent(r, ctes)) continue;
@@ -148,7 +144,7 @@ Program Gradient(Pass &p) {
   if (p.citus_in_place)
     for (const Rel *r : p.order)
       if (r->kind == RelKind::Aggregate && r->nkeys == 0) one_row.insert(p.B(r));
-  Stream(ctes, nforward, tail, again, one_row);
+  Stream(ctes, nforward, final_reads, again, one_row);
   prog.sql = "WITH " + Join(Printed(ctes), ",\n") + tail;
   return prog;
 }
