@@ -14,12 +14,16 @@ namespace ddx::core {
 
 // The cotangent step b<id> of a relation: the sum of its readers'
 // contributions.
-bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
+bool Pass::MakeCotangent(const Rel *r, std::vector<Step> &ctes) {
   auto it = contribs.find(r);
   if (it == contribs.end() || it->second.empty()) return false;
   auto &cs = it->second;
   std::set<int> cols;
-  for (const auto &c : cs) cols.insert(c.cols.begin(), c.cols.end());
+  Refs reads;  // every contribution's, each printed once below
+  for (const auto &c : cs) {
+    cols.insert(c.cols.begin(), c.cols.end());
+    reads.insert(reads.end(), c.reads.begin(), c.reads.end());
+  }
   std::string sql;
   // The rid's keys (RidKeys) where every contribution has them.
   bool with_keys = true;
@@ -43,7 +47,7 @@ bool Pass::MakeCotangent(const Rel *r, std::vector<std::string> &ctes) {
     sql = "SELECT " + Join(by, ", ") + ", " + Join(sums, ", ") + " FROM (" + Join(parts, " UNION ALL ") +
           ") z GROUP BY " + Join(by, ", ");
   }
-  ctes.push_back(B(r) + " AS MATERIALIZED (" + sql + ")");
+  ctes.push_back({B(r), sql, reads});
   bcols[r] = cols;
   return true;
 }
@@ -60,9 +64,9 @@ bool Pass::AnyActive(const Rel *r) const {
   return false;
 }
 
-void Pass::Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries, bool keyed) {
+void Pass::Contribute(const Rel *to, std::string sql, Refs reads, std::set<int> cols, bool carries, bool keyed) {
   if (cols.empty() || !AnyActive(to)) return;
-  contribs[to].push_back({std::move(sql), std::move(cols), carries, keyed});
+  contribs[to].push_back({std::move(sql), std::move(reads), std::move(cols), carries, keyed});
 }
 
 // An aggregate whose cotangent may carry its saved columns c<j> beside
@@ -123,9 +127,9 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
 // one, so its saved columns are carried as OneLeaf carries them (Carries):
 // the MLP's hidden layer tanh(hp.z + b1.val) gave hp's cotangent, whose
 // transpose then joined hp's 131k saved rows on rid again.
-void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const PerLeaf &per_leaf,
-              const LeafRid &leaf_rid, const std::string &shared_name, const std::set<int> &once, int carrier,
-              const Resolver &value, const LeafKeys &leaf_keys) {
+void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const Refs &reads,
+              const PerLeaf &per_leaf, const LeafRid &leaf_rid, const std::string &shared_name,
+              const std::set<int> &once, int carrier, const Resolver &value, const LeafKeys &leaf_keys) {
   std::vector<std::string> cols;
   std::vector<std::string> carried = carrier >= 0 ? CarriedCols(reg, carrier, value) : std::vector<std::string>{};
   for (const auto &[k, terms_k] : per_leaf) {
@@ -136,7 +140,7 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
   }
   for (size_t j = 0; j < carried.size(); j++)
     cols.push_back(carried[j] + " AS x" + std::to_string(carrier) + "_" + C(static_cast<int>(j)));
-  s.ctes.push_back(shared_name + " AS MATERIALIZED (SELECT " + Join(cols, ", ") + source + ")");
+  s.ctes.push_back({shared_name, "SELECT " + Join(cols, ", ") + source, reads});
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
     std::vector<std::string> sel{rk + " AS rid"}, by{rk};
@@ -156,15 +160,16 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
                      (single ? "" : " GROUP BY " + Join(by, ", ")),
-                 cs, k == carrier && !carried.empty(), !keys.empty());
+                 {shared_name}, cs, k == carrier && !carried.empty(), !keys.empty());
   }
 }
 
 // One leaf: its terms summed by its rid (not summed when it is in at most
 // one row of the source, `once`), its saved columns carried where it is the
 // only root (`carrier`) and its cotangent may carry them.
-void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLeaf &per_leaf, const LeafRid &leaf_rid,
-             const std::set<int> &once, int carrier, const Resolver &value, const LeafKeys &leaf_keys) {
+void OneLeaf(Pass &p, const Region &reg, const std::string &source, const Refs &reads, const PerLeaf &per_leaf,
+             const LeafRid &leaf_rid, const std::set<int> &once, int carrier, const Resolver &value,
+             const LeafKeys &leaf_keys) {
   for (const auto &[k, cols] : per_leaf) {
     bool single = once.count(k) > 0;
     std::vector<std::string> inner{leaf_rid(k) + " AS rid"}, outer{"q.rid"};
@@ -189,7 +194,7 @@ void OneLeaf(Pass &p, const Region &reg, const std::string &source, const PerLea
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(outer, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
                      ") q WHERE q.rid IS NOT NULL" + (single ? "" : " GROUP BY " + Join(by, ", ")),
-                 cs, carry, !keys.empty());
+                 reads, cs, carry, !keys.empty());
   }
 }
 
@@ -222,18 +227,20 @@ struct GroupingSets {
   // reader alone reads is recomputed inside it, on the workers, where a
   // shared one would be a Citus subplan, gathered. Each recomputes the
   // region.
-  std::vector<std::string> Steps(const std::string &name, const std::string &source) const {
+  std::vector<Step> Steps(const std::string &name, const std::string &source, const Refs &reads) const {
     std::vector<std::string> gkeys, ss, out = outer;
     for (const auto &k : keys) gkeys.push_back("q." + k);
     if (per_set_) {
-      std::vector<std::string> steps;
+      std::vector<Step> steps;
       for (const auto &c : sets) {
         std::vector<std::string> sel{Mask(c) + " AS gs"}, by;
         for (const auto &x : c) sel.push_back("q." + x), by.push_back("q." + x);
         for (const auto &o : outer)
           if (o.rfind("q.", 0) != 0) sel.push_back(o);
-        steps.push_back(Set(name, c) + " AS MATERIALIZED (SELECT " + Join(sel, ", ") + " FROM (SELECT " +
-                        Join(inner, ", ") + source + ") q GROUP BY " + Join(by, ", ") + ")");
+        steps.push_back({Set(name, c),
+                         "SELECT " + Join(sel, ", ") + " FROM (SELECT " + Join(inner, ", ") + source + ") q GROUP BY " +
+                             Join(by, ", "),
+                         reads});
       }
       return steps;
     }
@@ -243,8 +250,10 @@ struct GroupingSets {
       ss.push_back("(" + Join(qc, ", ") + ")");
     }
     out.insert(out.begin(), "GROUPING(" + Join(gkeys, ", ") + ") AS gs");
-    return {name + " AS MATERIALIZED (SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
-            ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + "))"};
+    return {{name,
+             "SELECT " + Join(out, ", ") + " FROM (SELECT " + Join(inner, ", ") + source +
+                 ") q GROUP BY GROUPING SETS (" + Join(ss, ", ") + ")",
+             reads}};
   }
   // The step that holds set c's rows: the shared one, or (per set) its own.
   std::string Set(const std::string &name, const std::vector<std::string> &c) const {
@@ -350,10 +359,10 @@ std::string DeferredStage(const Pass &p, const Region &reg, const Deferred &d, s
 
 // Contributions to a region's leaves: `source` is FROM ... WHERE ... over the
 // leaves (and whatever the caller joined), terms are per leaf column.
-void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
-                              const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
-                              const std::vector<Deferred> &deferred, const Resolver &value, std::set<int> roots,
-                              const LeafKeys &leaf_keys) {
+void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Refs &reads,
+                              const Terms &terms, const std::function<std::string(int k)> &leaf_rid,
+                              const std::string &shared_name, const std::vector<Deferred> &deferred,
+                              const Resolver &value, std::set<int> roots, const LeafKeys &leaf_keys) {
   PerLeaf per_leaf;
   for (const auto &[key, t] : terms) per_leaf[key.first - kLeafSide][key.second] = SumTerms(t);
   // A leaf that is the only root of the source's rows (`roots`: by default
@@ -375,9 +384,9 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     for (int l : OnceLeaves(reg, to)) once.insert(l - kLeafSide);
   if (carrier >= 0) carrier -= kLeafSide;
   if (!once.empty() && per_leaf.size() > 1 && deferred.empty())
-    return OnlyRoot(*this, s, reg, source, per_leaf, leaf_rid, shared_name, once, carrier, value, leaf_keys);
+    return OnlyRoot(*this, s, reg, source, reads, per_leaf, leaf_rid, shared_name, once, carrier, value, leaf_keys);
   if (per_leaf.size() < 2 && deferred.empty())
-    return OneLeaf(*this, reg, source, per_leaf, leaf_rid, once, carrier, value, leaf_keys);
+    return OneLeaf(*this, reg, source, reads, per_leaf, leaf_rid, once, carrier, value, leaf_keys);
   // Several leaves: one pass over the region, summed by each leaf's rid at
   // once with GROUPING SETS, instead of recomputing the region per leaf.
   // A deferred factor's set groups by the rids of its leaves and the leaf
@@ -401,7 +410,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   for (size_t i = 0; i < deferred.size(); i++)
     plans.push_back(PlanDeferred(*this, reg, deferred[i], i, g, leaf_rid, value, leaf_keys));
   g.per_set_ = citus_in_place;
-  for (auto &step : g.Steps(shared_name, source)) s.ctes.push_back(std::move(step));
+  for (auto &step : g.Steps(shared_name, source, reads)) s.ctes.push_back(std::move(step));
   size_t pos = 0;
   for (const auto &[k, cols] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
@@ -415,7 +424,7 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     Contribute(reg.leaves[k],
                "SELECT " + Join(sel, ", ") + " FROM " + g.Set(shared_name, g.sets[pos]) +
                    " WHERE gs = " + g.Mask(g.sets[pos]) + " AND " + rk + " IS NOT NULL",
-               cs, false, g.sets[pos].size() > 1);
+               {g.Set(shared_name, g.sets[pos])}, cs, false, g.sets[pos].size() > 1);
     pos++;
   }
   // Each deferred factor, differentiated at its own grain.
@@ -423,6 +432,8 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
     const Deferred &d = deferred[i];
     std::string is = std::to_string(i);
     const std::set<int> &rt = plans[i].roots;
+    // (the stage reads its set's step; the leaves it may rejoin are forward steps)
+    Refs stage_reads{g.Set(shared_name, g.sets[pos])};
     std::string stage =
         DeferredStage(*this, reg, d, i, plans[i],
                       "(SELECT * FROM " + g.Set(shared_name, g.sets[pos]) + " WHERE gs = " + g.Mask(g.sets[pos]) + ")");
@@ -444,7 +455,8 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
       return v;
     };
     // (the stage has one row per rid of its roots)
-    ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), t, rid, shared_name + "_" + is, {}, nullptr, rt, keys);
+    ContributeToLeaves(s, reg, " FROM " + lets.Wrap(stage), stage_reads, t, rid, shared_name + "_" + is, {}, nullptr,
+                       rt, keys);
   }
 }
 

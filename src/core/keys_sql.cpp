@@ -55,7 +55,8 @@ std::string NullSafeEq(const std::string &a, const std::string &b, const std::st
 // are recomputed wherever they are read, the MLP's hidden layer was
 // recomputed twice more for nothing (its first layer's gradient in place,
 // measured: bench/RESULTS.md, 'Figures from code comments').
-std::string Pass::Groups(const Rel *r) const {
+std::string Pass::Groups(const Rel *r, Refs &reads) const {
+  reads.push_back(B(r));
   bool with_saved = carried.count(r) > 0;
   std::vector<std::string> own = with_saved ? std::vector<std::string>{} : KeysInCotangent(*this, r);
   if (!own.empty()) {

@@ -20,7 +20,8 @@
 // rule leaves state for another except through the Pass's documented
 // fields (contribs: the contributions a relation's cotangent sums; carried,
 // bcols: what its cotangent step holds), and every step a rule emits goes
-// into the Steps it is handed.
+// into the Steps it is handed. Whatever SQL a rule builds that reads a
+// backward step by name says so (Refs), where it is built.
 #pragma once
 
 #include <functional>
@@ -141,8 +142,17 @@ struct Deferred {
   std::set<int> leaves;  // sides
 };
 
+// The backward steps that a piece of SQL reads by name (in a FROM or JOIN
+// list: backward steps are read nowhere else), one name per reference: a
+// step read twice is named twice. Recorded by the code that writes the
+// reference, beside the SQL it is part of, so that program.cpp decides
+// which steps are stored by counting references (Stream), never by
+// searching the printed program for a name.
+using Refs = std::vector<std::string>;
+
 struct Contrib {
   std::string sql;
+  Refs reads;  // the backward steps sql reads
   std::set<int> cols;
   bool carries = false;  // its rows also have the relation's saved columns (Carries, SavedRowCols)
   bool keyed = false;    // its rows also have the rid's keys rk<i> (see RidKeys)
@@ -151,11 +161,23 @@ struct Contrib {
 std::string SumTerms(const std::vector<std::string> &terms);
 bool Carries(const Rel *r);
 
+// A step of the program: the CTE `name AS MATERIALIZED (sql)`, or AS NOT
+// MATERIALIZED where it is not stored (program.cpp decides which, and
+// prints the steps once every one is built).
+struct Step {
+  std::string name;
+  std::string sql;
+  Refs reads;  // the backward steps sql reads (a forward step reads none)
+  bool stored = true;
+};
+
 // What a rule appends to: the program's steps (CTEs, in order) and the
-// SELECTs of its gradient rows (toid, tid, pidx, g).
+// SELECTs of its gradient rows (toid, tid, pidx, g), with the backward
+// steps those read (final_reads).
 struct Steps {
-  std::vector<std::string> &ctes;
+  std::vector<Step> &ctes;
   std::vector<std::string> &finals;
+  Refs &final_reads;
 };
 
 class Lets;
@@ -263,13 +285,15 @@ struct Pass {
   KeyForm FormOf(const Rel *r, int k) const;
   std::vector<std::string> KeyCols(const Rel *r, int k, const std::string &x, const std::string &name) const;
   std::string KeyEq(const Rel *r, int k, const std::string &rk) const;
-  std::string Groups(const Rel *r) const;
+  std::string Groups(const Rel *r, Refs &reads) const;  // adds the cotangent it reads to reads
 
   // cotangents (accumulate.cpp)
   bool AnyActive(const Rel *r) const;
-  void Contribute(const Rel *to, std::string sql, std::set<int> cols, bool carries = false, bool keyed = false);
-  bool MakeCotangent(const Rel *r, std::vector<std::string> &ctes);
-  void ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Terms &terms,
+  void Contribute(const Rel *to, std::string sql, Refs reads, std::set<int> cols, bool carries = false,
+                  bool keyed = false);
+  bool MakeCotangent(const Rel *r, std::vector<Step> &ctes);
+  // (reads: the backward steps source reads)
+  void ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Refs &reads, const Terms &terms,
                           const std::function<std::string(int k)> &leaf_rid, const std::string &shared_name,
                           const std::vector<Deferred> &deferred = {}, const Resolver &value = nullptr,
                           std::set<int> roots = {}, const LeafKeys &leaf_keys = nullptr);

@@ -29,7 +29,6 @@
 // expressions, and this file drives them.
 #include "ddx/core/program.h"
 
-#include <cctype>
 #include <map>
 #include <set>
 #include <string>
@@ -42,12 +41,19 @@ namespace core {
 namespace {
 
 // Each materialized relation's forward step f<id>, in order.
-std::vector<std::string> ForwardSteps(const Pass &p) {
-  std::vector<std::string> ctes;
+std::vector<Step> ForwardSteps(const Pass &p) {
+  std::vector<Step> ctes;
   for (const Rel *r : p.order)
     if (p.mat.count(r) && !p.direct.count(r))
-      ctes.push_back(p.F(r) + (p.recomputed.count(r) ? " AS NOT MATERIALIZED (" : " AS MATERIALIZED (") +
-                     RuleOf(*r).forward(p, *r) + ")");
+      ctes.push_back({p.F(r), RuleOf(*r).forward(p, *r), {}, !p.recomputed.count(r)});
+  return ctes;
+}
+
+// The steps as the WITH list prints them.
+std::vector<std::string> Printed(const std::vector<Step> &steps) {
+  std::vector<std::string> ctes;
+  for (const Step &s : steps)
+    ctes.push_back(s.name + (s.stored ? " AS MATERIALIZED (" : " AS NOT MATERIALIZED (") + s.sql + ")");
   return ctes;
 }
 
@@ -56,9 +62,12 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 // its rows as they come (the matmul's 80k cotangents of its products,
 // built straight into the hash of the transposed join: program 572 -> 554
 // ms). Backward steps are read in FROM lists only (sublinks read forward
-// steps), so an inlined step is never run once per row of a subplan. A
-// reference is a whole word of the program text; a user's column of the
-// same name would only keep a step stored.
+// steps), so an inlined step is never run once per row of a subplan. Its
+// references are counted as the code that wrote them recorded them (Refs,
+// pass.h: a reader that joins it twice counts twice), never as words of the
+// printed program, where a user's table or column of the same name counted
+// too: the MLP's bias table public.b2 kept b2, the cotangent of w1 that
+// only the gradient rows read, stored.
 //
 // In place on Citus, the cotangent of a recomputed step (graph.cpp) is
 // recomputed by each of its readers too (`recomputed`): stored, it is a
@@ -76,32 +85,22 @@ std::vector<std::string> ForwardSteps(const Pass &p) {
 // with the next round's tasks, each of which would otherwise join the
 // loss's saved rows again to derive it. The linear model's program, median
 // of 21 interleaved: 36.8 -> 34.0 ms.
-void Stream(std::vector<std::string> &ctes, int from, const std::string &tail, const std::set<std::string> &recomputed,
+void Stream(std::vector<Step> &steps, size_t from, const Refs &final_reads, const std::set<std::string> &recomputed,
             const std::set<std::string> &kept_rows) {
-  // every identifier of the program, counted in one pass (a step's own
-  // definition is one of its name's occurrences)
-  std::map<std::string, size_t> count;
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  auto scan = [&](const std::string &text) {
-    for (size_t at = 0; at < text.size();) {
-      if (!ident(text[at])) {
-        at++;
-        continue;
-      }
-      size_t end = at;
-      while (end < text.size() && ident(text[end])) end++;
-      count[text.substr(at, end - at)]++;
-      at = end;
+  std::map<std::string, size_t> refs;  // per backward step, the references to it
+  for (size_t i = from; i < steps.size(); i++) refs[steps[i].name] = 0;
+  auto count = [&refs](const Refs &reads) {
+    for (const std::string &name : reads) {
+      auto it = refs.find(name);
+      if (it == refs.end()) Internal("a read of no backward step: " + name);
+      it->second++;
     }
   };
-  for (const auto &c : ctes) scan(c);
-  scan(tail);
-  const std::string kept = " AS MATERIALIZED (";
-  for (size_t i = static_cast<size_t>(from); i < ctes.size(); i++) {
-    std::string name = ctes[i].substr(0, ctes[i].find(' '));
-    if (ctes[i].compare(name.size(), kept.size(), kept) != 0) Internal("step without its name: " + name);
-    if ((count[name] == 2 && !kept_rows.count(name)) || recomputed.count(name))
-      ctes[i].replace(name.size(), kept.size(), " AS NOT MATERIALIZED (");
+  for (const Step &s : steps) count(s.reads);
+  count(final_reads);
+  for (size_t i = from; i < steps.size(); i++) {
+    const std::string &name = steps[i].name;
+    if ((refs[name] == 1 && !kept_rows.count(name)) || recomputed.count(name)) steps[i].stored = false;
   }
 }
 
@@ -109,13 +108,15 @@ Program Gradient(Pass &p) {
   const RelP &loss = p.loss;
   if (loss->cols.size() != 1 || !loss->cols[0].differentiable)
     throw Error(sqlstate::kInvalidParameterValue, "loss must be one row and one numeric column");
-  std::vector<std::string> ctes = ForwardSteps(p), finals;
-  int nforward = static_cast<int>(ctes.size());
+  std::vector<Step> ctes = ForwardSteps(p);
+  std::vector<std::string> finals;
+  Refs final_reads;
+  size_t nforward = ctes.size();
   const Rel *L = loss.get();
   // The seed: the loss's cotangent is 1.
   if (p.active[L][0])
-    p.contribs[L].push_back({"SELECT rid, 1::float8 AS d0 FROM " + p.F(L) + " WHERE c0 IS NOT NULL", {0}});
-  Steps steps{ctes, finals};
+    p.contribs[L].push_back({"SELECT rid, 1::float8 AS d0 FROM " + p.F(L) + " WHERE c0 IS NOT NULL", {}, {0}});
+  Steps steps{ctes, finals, final_reads};
   for (auto it = p.order.rbegin(); it != p.order.rend(); ++it) {
     const Rel *r = *it;
     if (!p.mat.count(r) || !p.MakeCotangent(r, ctes)) continue;
@@ -134,8 +135,8 @@ Program Gradient(Pass &p) {
       finals.push_back("SELECT NULL::oid, NULL::tid, -3, count(*)::float8, NULL::text FROM " + p.F(r) +
                        " WHERE tie > 0");
   Program prog;
-  prog.forward_steps = nforward;
-  prog.backward_steps = static_cast<int>(ctes.size()) - nforward;
+  prog.forward_steps = static_cast<int>(nforward);
+  prog.backward_steps = static_cast<int>(ctes.size() - nforward);
   std::string tail = "\nSELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (\n" +
                      Join(finals, "\nUNION ALL\n") + "\n) z GROUP BY z.toid, z.tid, z.pidx, z.key";
   std::set<std::string> again, one_row;
@@ -143,8 +144,8 @@ Program Gradient(Pass &p) {
   if (p.citus_in_place)
     for (const Rel *r : p.order)
       if (r->kind == RelKind::Aggregate && r->nkeys == 0) one_row.insert(p.B(r));
-  Stream(ctes, nforward, tail, again, one_row);
-  prog.sql = "WITH " + Join(ctes, ",\n") + tail;
+  Stream(ctes, nforward, final_reads, again, one_row);
+  prog.sql = "WITH " + Join(Printed(ctes), ",\n") + tail;
   return prog;
 }
 
@@ -253,7 +254,7 @@ std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangent
 
 std::string BuildForwardSql(const RelP &loss) {
   core::Pass p(loss);
-  return "WITH " + core::Join(core::ForwardSteps(p), ",\n") + "\nSELECT * FROM " + p.F(loss.get());
+  return "WITH " + core::Join(core::Printed(core::ForwardSteps(p)), ",\n") + "\nSELECT * FROM " + p.F(loss.get());
 }
 
 }  // namespace ddx

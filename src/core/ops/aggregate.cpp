@@ -200,7 +200,8 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   for (int o : bc) CollectCols(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg], used);
   // Each group's saved row and its cotangent, joined first (a few rows
   // per group), so that the region's rows are probed once.
-  std::string grp = p.Groups(r);
+  Refs reads;
+  std::string grp = p.Groups(r, reads);
   std::vector<ExprP> read;
   for (int o : bc) read.push_back(o < r->nkeys ? reg.item.cols[o] : reg.item.cols[r->aggs[o - r->nkeys].arg]);
   std::set<int> below = BelowSides(reg, read);  // see BelowSides
@@ -265,8 +266,8 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
     source += " JOIN " + grp + " ON " + Join(on, " AND ");
   }
   p.ContributeToLeaves(
-      s, reg, source, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; }, "m" + std::to_string(p.id.at(r)),
-      deferred, res, {},
+      s, reg, source, reads, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
+      "m" + std::to_string(p.id.at(r)), deferred, res, {},
       [&](int k) {
         std::vector<std::string> v;
         for (int j : RidKeys(p, reg.leaves[k])) v.push_back(res(kLeafSide + k, j));

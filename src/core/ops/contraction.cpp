@@ -52,14 +52,15 @@ class LeafTranspose {
   // SavedRowCols).
   bool Carried() const { return carried_; }
 
-  // The contribution's SQL and the columns of L it has, or "". Not where
-  // L's terms read a value of L, which O joined with the cotangents does
-  // not have: decided on the terms' expressions (AdjointReads) and the
-  // values computed for them (Lets::Reads), before anything is assembled.
-  std::string Sql(std::set<int> &cols) {
+  // The contribution's SQL, the backward steps it reads (reads) and the
+  // columns of L it has, or "". Not where L's terms read a value of L,
+  // which O joined with the cotangents does not have: decided on the terms'
+  // expressions (AdjointReads) and the values computed for them
+  // (Lets::Reads), before anything is assembled.
+  std::string Sql(Refs &reads, std::set<int> &cols) {
     if (!Keys() || !Conditions() || !Sums()) return "";
     if (reads_l_ || lets_.Reads(L_)) return "";
-    return Assemble(cols);
+    return Assemble(reads, cols);
   }
 
  private:
@@ -251,7 +252,7 @@ class LeafTranspose {
   }
 
   // O joined with the cotangents, summed by L's links and keys, then joined to L.
-  std::string Assemble(std::set<int> &cols) {
+  std::string Assemble(Refs &reads, std::set<int> &cols) {
     Resolver inside = Inside();
     std::vector<std::string> tsel{inside(L_, -1) + " AS rid"};
     for (const auto &[key, t] : terms_) {
@@ -269,9 +270,9 @@ class LeafTranspose {
                    (oconds_.empty() ? "" : " WHERE " + Join(oconds_, " AND ")) + p_.Fence() + ")");
     std::vector<std::string> on = on_;
     on.insert(on.end(), cconds_.begin(), cconds_.end());
+    std::string grp = p_.Groups(r_, reads);
     std::string source =
-        " FROM " + src +
-        (on.empty() ? " CROSS JOIN " + p_.Groups(r_) : " JOIN " + p_.Groups(r_) + " ON " + Join(on, " AND "));
+        " FROM " + src + (on.empty() ? " CROSS JOIN " + grp : " JOIN " + grp + " ON " + Join(on, " AND "));
     std::string pre = "SELECT " + Join(qout, ", ") + " FROM (SELECT " + Join(qsel_, ", ") + source + ") q" +
                       (gcols_.empty() ? "" : " GROUP BY " + Join(gcols_, ", "));
     // (a saved aggregate's columns, for its cotangent to carry: see Carries)
@@ -355,20 +356,23 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
   // bench/RESULTS.md, 'Figures from code comments'), or none.
   struct Out {
     std::string sql;
+    Refs reads;
     std::set<int> cols;
     bool carried;
   };
   std::vector<Out> out;
   for (int L : active) {
+    Refs reads;
     std::set<int> cols;
     LeafTranspose t(p, r, reg, used, L);
-    std::string sql = t.Sql(cols);
+    std::string sql = t.Sql(reads, cols);
     if (sql.empty()) return false;
-    out.push_back({sql, cols, t.Carried()});
+    out.push_back({sql, reads, cols, t.Carried()});
   }
   if (out.empty()) return false;
   size_t i = 0;
-  for (int L : active) p.Contribute(reg.leaves[L - kLeafSide], out[i].sql, out[i].cols, out[i].carried), i++;
+  for (int L : active)
+    p.Contribute(reg.leaves[L - kLeafSide], out[i].sql, out[i].reads, out[i].cols, out[i].carried), i++;
   return true;
 }
 

@@ -42,7 +42,7 @@ void FullJoinReverse(Pass &p, const Rel &rel, Steps &) {
     p.Contribute(r->inputs[side].get(),
                  "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + p.F(r) + " j ON j.rid = b.rid WHERE " + key +
                      " IS NOT NULL GROUP BY " + key,
-                 cols);
+                 {b}, cols);
   }
 }
 

@@ -26,7 +26,7 @@ std::string LimitForward(const Pass &p, const Rel &rel) {
 // The rows kept are the input's rows (rid and all): the cotangent passes on.
 void LimitReverse(Pass &p, const Rel &rel, Steps &) {
   const Rel *r = &rel;
-  p.Contribute(r->inputs[0].get(), "SELECT * FROM " + p.B(r), p.bcols.at(r));
+  p.Contribute(r->inputs[0].get(), "SELECT * FROM " + p.B(r), {p.B(r)}, p.bcols.at(r));
 }
 
 std::string LimitTangent(const Pass &p, const Rel &rel) { return LimitForward(p, rel); }

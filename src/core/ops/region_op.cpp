@@ -114,8 +114,8 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
     return kept.count({side, col}) ? "f." + SavedCol(side, col) : std::string();
   };
   p.ContributeToLeaves(
-      s, reg, " FROM " + (carried ? lets.Wrap(b) : lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid"), terms,
-      [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)), {}, value);
+      s, reg, " FROM " + (carried ? lets.Wrap(b) : lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid"), {b},
+      terms, [](int k) { return "f.l" + std::to_string(k); }, "m" + std::to_string(p.id.at(r)), {}, value);
 }
 
 }  // namespace

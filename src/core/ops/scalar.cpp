@@ -19,7 +19,8 @@ std::string ScalarForward(const Pass &p, const Rel &rel) {
 void ScalarReverse(Pass &p, const Rel &rel, Steps &) {
   const Rel *r = &rel;
   p.Contribute(r->inputs[0].get(),
-               "SELECT s.rid, b.d0 FROM " + p.B(r) + " b CROSS JOIN " + p.F(r->inputs[0].get()) + " s", p.bcols.at(r));
+               "SELECT s.rid, b.d0 FROM " + p.B(r) + " b CROSS JOIN " + p.F(r->inputs[0].get()) + " s", {p.B(r)},
+               p.bcols.at(r));
 }
 
 std::string ScalarTangent(const Pass &p, const Rel &rel) {

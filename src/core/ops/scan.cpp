@@ -49,7 +49,8 @@ std::string ScanForward(const Pass &, const Rel &rel) {
 void ScanReverse(Pass &p, const Rel &rel, Steps &s) {
   const Rel *r = &rel;
   for (int j : p.bcols.at(r))
-    if (r->param[j] >= 0)
+    if (r->param[j] >= 0) {
+      s.final_reads.push_back(p.B(r));
       s.finals.push_back(p.direct.count(r) ? "SELECT CAST(" + Quote(r->table) +
                                                  " AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, " +
                                                  std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
@@ -63,6 +64,7 @@ void ScanReverse(Pass &p, const Rel &rel, Steps &s) {
                              : "SELECT f.toid, f.tid, " + std::to_string(r->param[j]) + " AS pidx, b." + D(j) +
                                    " AS g, NULL::text AS key FROM " + p.F(r) + " f JOIN " + p.B(r) +
                                    " b ON b.rid = f.rid");
+    }
 }
 
 // The rows of VALUES (a set-returning function), with `rid` first.

@@ -57,7 +57,7 @@ void UnionReverse(Pass &p, const Rel &rel, Steps &) {
     p.Contribute(r->inputs[k].get(),
                  "SELECT " + Join(sel, ", ") + " FROM " + b + " b JOIN " + p.F(r) +
                      " u ON u.rid = b.rid WHERE u.br = " + std::to_string(k),
-                 bc);
+                 {b}, bc);
   }
 }
 

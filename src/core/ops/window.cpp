@@ -103,6 +103,7 @@ void WindowReverse(Pass &p, const Rel &rel, Steps &s) {
   const auto &in_act = p.active.at(r->inputs[0].get());
   std::map<int, std::vector<std::string>> adj;
   std::string joins;
+  Refs reads{b};  // q's join with the cotangent, and each attaining call's below
   for (int o : bc)
     if (o < n) adj[o].push_back("b." + D(o));
   for (size_t k = 0; k < r->wins.size(); k++) {
@@ -129,9 +130,10 @@ void WindowReverse(Pass &p, const Rel &rel, Steps &s) {
         joins +=
             " LEFT JOIN (SELECT t.rid, sum(t.bd / t.cnt) AS g FROM (SELECT k.rid, j.bd, count(*) OVER "
             "(PARTITION BY j.rid) AS cnt FROM (SELECT f.*, " +
-            d + " AS bd FROM " + p.F(r) + " f JOIN " + p.B(r) + " b ON b.rid = f.rid WHERE " + d +
-            " IS NOT NULL AND f." + C(o) + " IS NOT NULL) j JOIN " + p.F(r) + " k ON k." + C(w.arg) + " = j." + C(o) +
-            " AND " + InFrame(r) + ") t GROUP BY t.rid) " + g + " ON " + g + ".rid = f.rid";
+            d + " AS bd FROM " + p.F(r) + " f JOIN " + b + " b ON b.rid = f.rid WHERE " + d + " IS NOT NULL AND f." +
+            C(o) + " IS NOT NULL) j JOIN " + p.F(r) + " k ON k." + C(w.arg) + " = j." + C(o) + " AND " + InFrame(r) +
+            ") t GROUP BY t.rid) " + g + " ON " + g + ".rid = f.rid";
+        reads.push_back(b);
         adj[w.arg].push_back(g + ".g");
       } else {
         Internal("window call " + w.fn + " carries gradient");
@@ -159,7 +161,7 @@ void WindowReverse(Pass &p, const Rel &rel, Steps &s) {
     Backprop(reg.item.cols[o], "q.a" + std::to_string(o), lets, p.LeafActivity(reg), terms);
   }
   p.ContributeToLeaves(
-      s, reg, " FROM " + lets.Wrap("(" + q + ")"), terms, [](int k) { return "q.l" + std::to_string(k); },
+      s, reg, " FROM " + lets.Wrap("(" + q + ")"), reads, terms, [](int k) { return "q.l" + std::to_string(k); },
       "m" + std::to_string(p.id.at(r)));
 }
 
