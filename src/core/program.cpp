@@ -72,19 +72,19 @@ std::vector<std::string> Printed(const std::vector<Step> &steps) {
 // In place on Citus, the cotangent of a recomputed step (graph.cpp) is
 // recomputed by each of its readers too (`recomputed`): stored, it is a
 // Citus subplan, one row per sample gathered to the coordinator and sent to
-// every worker (the MLP's dL/dz, 88 kB a gradient of 4,096 samples, which
-// grow with the samples and all pass through the coordinator); recomputed,
-// it stays on the workers, which share the recomputation (here 2.0 s
-// against 1.6 s, median of 5 interleaved, on 2 cores that the coordinator
-// and both workers share). Its values only enter sums, as its step's do: a
+// every worker (the MLP's dL/dz: bytes that grow with the samples and all
+// pass through the coordinator); recomputed, it stays on the workers, which
+// share the recomputation (faster even on 2 cores that the coordinator and
+// both workers share: bench/RESULTS.md, 'Which steps a program saves'). Its
+// values only enter sums, as its step's do: a
 // program whose recomputed values a comparison reads recomputes nothing.
 //
 // And in place on Citus, the cotangent of an aggregate to one row (the
 // loss's: the seed through the loss's own expression) stays stored
 // (`kept_rows`): one row that Citus computes once on the coordinator and sends
 // with the next round's tasks, each of which would otherwise join the
-// loss's saved rows again to derive it. The linear model's program, median
-// of 21 interleaved: 36.8 -> 34.0 ms.
+// loss's saved rows again to derive it (bench/RESULTS.md, 'Which steps a
+// program saves').
 void Stream(std::vector<Step> &steps, size_t from, const Refs &final_reads, const std::set<std::string> &recomputed,
             const std::set<std::string> &kept_rows) {
   std::map<std::string, size_t> refs;  // per backward step, the references to it
@@ -220,9 +220,9 @@ bool ReadsCitusData(const RelP &loss) {
 // is never pulled up into its reader), because a pulled-up step would have
 // its columns' expressions substituted at every use, and a tangent step reads
 // each value twice (for the value and in the tangent): computed again per use,
-// a GPT's chain of steps took 4.4x its forward instead of 1.8x. (The MLP of
-// bench/jvp.py: forced materialization 1.71x its forward, inlining without
-// the fence 1.52x, with it 1.31x.) hvp differentiates the steps themselves:
+// a GPT's chain of steps took more than twice as long (bench/RESULTS.md,
+// 'Which steps a program saves', for the MLP's and the GPT's figures). hvp
+// differentiates the steps themselves:
 // it gets them unfenced (the fences would be projections in its IR).
 std::string BuildTangentSql(const RelP &out, const std::vector<Tangent> &tangents, TangentUse use,
                             const std::string &stop_gradient_sql) {
