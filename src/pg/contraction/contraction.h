@@ -1,0 +1,194 @@
+// The contraction node's private header: what its files share (one idea a
+// file: shape, path, plan, key_table, groups, build, exec, explain, install).
+//
+// The contraction node: a CustomScan that computes
+//
+//   SELECT <keys of a>, <keys of b>, SUM(f(a) * g(b)) [, SUM(...) ...]
+//   FROM a JOIN b ON a.k1 = b.k1 [AND ...] GROUP BY <keys of a>, <keys of b>
+//
+// without forming the join's rows: it hashes one side by its join key (each
+// row with its group key, interned to a dense id, and its factors), streams
+// the other, and adds each product straight into the accumulator of its pair
+// of group ids. A matmul's join has one row per (i, k, j); here the per-pair
+// work is one multiplication and one addition.
+//
+// Where: create_upper_paths_hook at UPPERREL_GROUP_AGG, which sees the join
+// and the GROUP BY together (planner.c, create_ordinary_grouping_paths, calls
+// it after the core's Agg paths are in grouped_rel). The input must be a join
+// of two sides (tables, subqueries, CTE scans, or joins of them: their
+// cheapest paths become the node's children; JoinSplits), inner, by hashable strict
+// equalities and by other conditions that read the GROUP BY keys alone
+// (attention's causal k.t <= q.t: tested once per group, when its first pair
+// of rows joins, and a group where it fails is dropped); every aggregate
+// of the target a plain SUM(float8) of a product float8mul(f, g) (or
+// float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
+// one side's columns and g over the other's (or f a NULL guard of g's side
+// around a value of the other side, as ddx's backward writes it:
+// SplitGuard), AVG of such a product, or
+// COUNT(*) or COUNT(e) of one side's expression (NodeAggregate); every
+// other target entry a GROUP BY key over one side's columns, a column that
+// depends on a primary key grouped by (one more key: GroupKeys), or a stable
+// expression of the keys and aggregates; no HAVING, grouping sets, volatile
+// functions, sublinks or PARAM_EXEC; a side whose keys or factors may raise
+// an error is not the hashed one where the other's cannot (MayRaise), and
+// where both sides' factors may, the hashed side's are computed on each
+// row's first pair (LazyFactors). Any other query keeps PostgreSQL's own plan. The GUC
+// ddx.contraction decides where it is considered: off, programs (ddx's
+// gradient programs and jvp queries; the default) or all.
+//
+// Exactly PostgreSQL's answer: sum(float8) is float8pl over the non-NULL
+// products in some order (only the order of additions may differ); a NULL
+// factor contributes nothing; a group whose products are all NULL is NULL; a
+// group exists where at least one pair of rows joins; float8_mul and
+// float8_pl (utils/float.h) raise overflow and underflow as PostgreSQL does.
+// sum(float4) adds in float4 (float4pl, its transition function), so the
+// node rounds each product and each partial sum to float4 (float4_mul,
+// float4_pl) as PostgreSQL does; only the order of additions differs.
+// avg keeps float8_accum's N, Sx and Sxx (three accumulators) and returns
+// Sx / N, so that it raises where float8_accum does; count counts pairs.
+//
+// Memory: the node's context is held to get_hash_memory_limit() (work_mem ×
+// hash_mem_multiplier). Past it, before any row is returned, the node frees
+// its state and runs its third child instead: PostgreSQL's own hash
+// aggregate over the join, planned beside it (create_agg_path, never added
+// to the rel: add_path frees the paths it rejects). Long loops check for
+// interrupts. Parallel query: the node is never partial; it is parallel-safe
+// where its children are (then it may run in a worker over whole inputs).
+//
+// Expressions: each side's keys and factors are kept in custom_private with
+// their Vars turned into OUTER_VAR references to that child's output columns
+// (found by varno and varattno in the child's finished target list), and
+// evaluated with the child's tuple as the outer tuple. setrefs does not touch
+// custom_private, which is why no expression may need it (PARAM_EXEC,
+// SubPlans); $n parameters are read from the execution's parameter list, so
+// generic plans stay right.
+//
+// The node's files are C-style C++: no object with a destructor lives in a
+// frame that a PostgreSQL error can longjmp over.
+#pragma once
+#include "ddx/pg/contraction_node.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "nodes/extensible.h"
+#include "nodes/pathnodes.h"
+#include "optimizer/planner.h"
+}
+
+// Shared by the node's files only: hidden, so that calls bind inside ddx.so
+// (as the anonymous namespace of the one file they came from had them).
+#pragma GCC visibility push(hidden)
+
+namespace ddx::pg::contraction {
+
+// ddx.contraction, ddx.in_program and the hook they chain (install.cpp).
+enum ContractionMode { kOff, kPrograms, kAll };
+extern int mode;
+extern bool in_program;  // ddx.in_program: set by the runner's ProgramSettings
+extern create_upper_paths_hook_type prev_upper_hook;
+
+// --- planning ----------------------------------------------------------------
+
+// What the node computes, as planned: lists in custom_private, in this order.
+//   0 build side's relids (int list), 1 probe side's
+//   2 build join keys, 3 probe join keys (expressions over their side)
+//   4 equality functions (oid), 5 build hash functions, 6 probe hash functions,
+//   7 collations, 8 probe-first flags (int: 1 where the clause's left operand
+//     is the probe side's)
+//   9 group key expressions (in scan-tlist order), 10 their side (0 build, 1 probe),
+//   11 group equality functions, 12 group hash functions, 13 group collations
+//   14 build factors, 15 probe factors (one per SUM)
+//   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0),
+//      + 2 where it is sum(float4) of float4mul (in float4, as PostgreSQL)
+//   17 join conditions other than the equalities, over the group keys alone
+//      (in the plan: INDEX_VAR references to the keys' scan-tuple columns)
+//   18 1 where the node also numbers its groups, row_number() OVER () (the
+//      scan tuple's last column: NumberGroups)
+//   19 1 where the build side's factors may raise: computed on a build row's
+//      first pair (LazyFactors), not at the build
+//   20 (planning only) the Aggrefs
+enum Priv {
+  kBuildRels,
+  kProbeRels,
+  kBuildKeys,
+  kProbeKeys,
+  kEqFns,
+  kBuildHash,
+  kProbeHash,
+  kKeyColl,
+  kProbeFirst,
+  kGroupExprs,
+  kGroupSide,
+  kGroupEq,
+  kGroupHash,
+  kGroupColl,
+  kBuildFactors,
+  kProbeFactors,
+  kNullZero,
+  kKeyQuals,
+  kNumbered,
+  kLazyFactors,
+  kNPriv
+};
+
+// Per accumulator (custom_private's kNullZero list): how it adds its pairs.
+// An output aggregate has one accumulator; avg has three (float8_accum's
+// N, Sx and Sxx), the first marked kAccAvg and the next two kAccFollow.
+// kAccSelect: a guarded value (SelectGuard), whose override factor is on
+// side 1 of the Shape (kAccSelectSide1) while planning, and on the probe
+// side (kAccSelectProbe) in the plan.
+enum AccFlags {
+  kAccNullZero = 1,
+  kAccF4 = 2,
+  kAccCount = 4,
+  kAccAvg = 8,
+  kAccFollow = 16,
+  kAccSelect = 32,
+  kAccSelectSide1 = 64,
+  kAccSelectProbe = 128
+};
+
+// shape.cpp: the checks that decide whether the node computes a query.
+struct Shape {
+  List *keys[2] = {NIL, NIL};  // join key expressions per side
+  List *eq = NIL, *hash[2] = {NIL, NIL}, *coll = NIL, *probe_first = NIL;
+  List *gexprs = NIL, *gside = NIL, *geq = NIL, *ghash = NIL, *gcoll = NIL;
+  List *factors[2] = {NIL, NIL};
+  List *null_zero = NIL;
+  List *extra = NIL, *extra_ri = NIL;  // other join conditions (over group keys: checked by KeyQuals)
+  List *aggrefs = NIL;                 // the Aggrefs, in factor order
+};
+bool No(const char *why);
+bool MayRaise(Node *n);
+bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s);
+bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s);
+bool KeyQuals(Shape *s);
+bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s);
+
+// path.cpp: the planner hook, and the window functions NumberGroups takes in.
+// Whether n is computed from the node's scan tuple alone: its group keys,
+// its sums, and row_number() OVER () of the window `winref`.
+struct NumberCtx {
+  List *gexprs, *aggrefs, *wfuncs;
+  Index winref;
+};
+bool WindowFuncs(Node *n, NumberCtx *ctx);
+void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
+                           void *extra);
+
+// plan.cpp: the plan of the node's path.
+Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
+                      List *custom_plans);
+
+// exec.cpp and explain.cpp: the executor's callbacks.
+Node *CreateState(CustomScan *cs);
+void Begin(CustomScanState *node, EState *estate, int eflags);
+TupleTableSlot *Exec(CustomScanState *node);
+void End(CustomScanState *node);
+void ReScan(CustomScanState *node);
+void Explain(CustomScanState *node, List *ancestors, ExplainState *es);
+
+}  // namespace ddx::pg::contraction
+
+#pragma GCC visibility pop

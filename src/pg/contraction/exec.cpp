@@ -1,0 +1,310 @@
+// The executor's callbacks: Begin unpacks the plan, Exec builds and returns
+// the groups (or falls back), End and ReScan (exec.h).
+#include "exec.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "catalog/pg_type.h"
+#include "executor/nodeCustom.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/lsyscache.h"
+}
+
+namespace ddx::pg::contraction {
+
+namespace {
+
+Exprs InitExprs(List *exprs, PlanState *ps) {
+  Exprs e;
+  e.states = NIL;
+  e.n = list_length(exprs);
+  e.att = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (e.n + 1)));
+  e.cval = static_cast<Datum *>(palloc0(sizeof(Datum) * (e.n + 1)));
+  e.cnull = static_cast<bool *>(palloc0(e.n + 1));
+  e.natts = 0;
+  e.direct = true;
+  int i = 0;
+  ListCell *lc;
+  foreach (lc, exprs) {
+    Node *x = static_cast<Node *>(lfirst(lc));
+    e.states = lappend(e.states, ExecInitExpr(reinterpret_cast<Expr *>(x), ps));
+    if (IsA(x, Const)) {
+      e.cval[i] = castNode(Const, x)->constvalue;
+      e.cnull[i] = castNode(Const, x)->constisnull;
+    } else if (IsA(x, Var) && castNode(Var, x)->varno == OUTER_VAR && castNode(Var, x)->varattno > 0) {
+      e.att[i] = castNode(Var, x)->varattno;
+      e.natts = Max(e.natts, e.att[i]);
+    } else {
+      e.direct = false;
+    }
+    i++;
+  }
+  return e;
+}
+
+// FmgrInfos of a list of function oids, in the query's context.
+FmgrInfo *Fns(List *oids) {
+  FmgrInfo *f = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (list_length(oids) + 1)));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, oids) fmgr_info(lfirst_oid(lc), &f[i++]);
+  return f;
+}
+
+Oid *Oids(List *oids) {
+  Oid *o = static_cast<Oid *>(palloc0(sizeof(Oid) * (list_length(oids) + 1)));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, oids) o[i++] = lfirst_oid(lc);
+  return o;
+}
+
+}  // namespace
+
+Node *CreateState(CustomScan *cs) {
+  State *st = reinterpret_cast<State *>(newNode(sizeof(State), T_CustomScanState));
+  st->css.methods = &ddx::pg::kContractionExecMethods;
+  return reinterpret_cast<Node *>(&st->css);
+}
+
+void Begin(CustomScanState *node, EState *estate, int eflags) {
+  State *st = reinterpret_cast<State *>(node);
+  CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+  List *priv = cs->custom_private;
+  int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
+  node->custom_ps = list_make2(ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags),
+                               ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags));
+  // Instrumented under a Gather (EXPLAIN ANALYZE), the fallback is
+  // initialized now, in the leader and in each worker: the shared
+  // instrumentation is sized by the leader's plan state tree when the Gather
+  // starts, and a worker reports every node of its own ("plan node 4 not
+  // found" where one had initialized the fallback lazily and the other not).
+  st->fallback = nullptr;
+  if (estate->es_instrument && (IsParallelWorker() || estate->es_plannedstmt->parallelModeNeeded)) {
+    st->fallback = ExecInitNode(static_cast<Plan *>(lthird(cs->custom_plans)), estate, 0);
+    node->custom_ps = lappend(node->custom_ps, st->fallback);
+  }
+  PlanState *ps = &node->ss.ps;
+  st->bkeys = InitExprs(static_cast<List *>(list_nth(priv, kBuildKeys)), ps);
+  st->pkeys = InitExprs(static_cast<List *>(list_nth(priv, kProbeKeys)), ps);
+  st->bfactors = InitExprs(static_cast<List *>(list_nth(priv, kBuildFactors)), ps);
+  st->pfactors = InitExprs(static_cast<List *>(list_nth(priv, kProbeFactors)), ps);
+  st->quals = ExecInitQual(static_cast<List *>(list_nth(priv, kKeyQuals)), ps);
+  st->nk = st->bkeys.n;
+  st->nagg = st->bfactors.n;
+  st->numbered = intVal(list_nth(priv, kNumbered)) != 0;
+  st->rownum = 0;
+  st->lazy = intVal(list_nth(priv, kLazyFactors)) != 0;
+  if (st->lazy) {
+    st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(node->custom_ps)));
+    st->bnatts = st->btd->natts;
+    st->lslot = ExecInitExtraTupleSlot(estate, st->btd, &TTSOpsVirtual);
+    st->lec = CreateExprContext(estate);
+    st->lfv = static_cast<Datum *>(palloc0(sizeof(Datum) * (st->nagg + 1)));
+    st->lfn = static_cast<bool *>(palloc0(st->nagg + 1));
+  }
+  st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
+  st->bhash = Fns(static_cast<List *>(list_nth(priv, kBuildHash)));
+  st->phash = Fns(static_cast<List *>(list_nth(priv, kProbeHash)));
+  st->kcoll = Oids(static_cast<List *>(list_nth(priv, kKeyColl)));
+  st->probe_first = static_cast<bool *>(palloc0(st->nk + 1));
+  // Integer join keys: compared (and, all of them so, hashed) without a
+  // function call per pair of rows.
+  st->datum_eq = static_cast<bool *>(palloc0(st->nk + 1));
+  st->int_keys = true;
+  {
+    int k = 0;
+    ListCell *le;
+    foreach (le, static_cast<List *>(list_nth(priv, kEqFns))) {
+      st->datum_eq[k] = IntegerEquality(lfirst_oid(le));
+      st->int_keys = st->int_keys && st->datum_eq[k++];
+    }
+  }
+  st->klen = static_cast<int16 *>(palloc0(sizeof(int16) * (st->nk + 1)));
+  st->kbyval = static_cast<bool *>(palloc0(st->nk + 1));
+  ListCell *lc;
+  int i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFirst))) st->probe_first[i++] = lfirst_int(lc) != 0;
+  st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->kind = static_cast<uint8 *>(palloc0(st->nagg + 1));
+  st->sel = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->sel_probe = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->nout = 0;
+  st->plain = true;
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
+    int f = lfirst_int(lc);
+    st->null_zero[i] = (f & kAccNullZero) != 0;
+    st->f4[i] = (f & kAccF4) != 0;
+    st->kind[i] = static_cast<uint8>(f & (kAccCount | kAccAvg | kAccFollow));
+    st->sel[i] = (f & kAccSelect) != 0;
+    st->sel_probe[i] = (f & kAccSelectProbe) != 0;
+    if (!(f & kAccFollow)) st->nout++;
+    st->plain = st->plain && !st->f4[i] && st->kind[i] == 0 && !st->sel[i];
+    i++;
+  }
+  st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  st->pf4 = static_cast<bool *>(palloc0(st->nagg + 1));
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kBuildFactors)))
+    st->bf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFactors)))
+    st->pf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  i = 0;
+  foreach (lc, static_cast<List *>(list_nth(priv, kBuildKeys)))
+    get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
+  // Group keys: per side, with the type's equality and hash functions.
+  List *gexprs = static_cast<List *>(list_nth(priv, kGroupExprs));
+  List *gside = static_cast<List *>(list_nth(priv, kGroupSide));
+  FmgrInfo *geq = Fns(static_cast<List *>(list_nth(priv, kGroupEq)));
+  FmgrInfo *ghash = Fns(static_cast<List *>(list_nth(priv, kGroupHash)));
+  Oid *gcoll = Oids(static_cast<List *>(list_nth(priv, kGroupColl)));
+  st->ng = list_length(gexprs);
+  st->gside = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
+  st->gpos = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
+  List *gsx[2] = {NIL, NIL};
+  int count[2] = {0, 0};
+  for (int g = 0; g < st->ng; g++) {
+    int side = list_nth_int(gside, g);
+    st->gside[g] = side;
+    st->gpos[g] = count[side]++;
+    gsx[side] = lappend(gsx[side], list_nth(gexprs, g));
+  }
+  for (int side = 0; side < 2; side++) st->gx[side] = InitExprs(gsx[side], ps);
+  for (int side = 0; side < 2; side++) {
+    KeyTable *t = &st->g[side];
+    memset(t, 0, sizeof *t);
+    t->nkeys = count[side];
+    t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
+    t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
+    t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
+  }
+  for (int side = 0; side < 2; side++) st->g[side].integers = true;
+  for (int g = 0; g < st->ng; g++) {
+    KeyTable *t = &st->g[st->gside[g]];
+    int j = st->gpos[g];
+    t->integers = t->integers && IntegerEquality(list_nth_oid(static_cast<List *>(list_nth(priv, kGroupEq)), g));
+    t->hash[j] = ghash[g];
+    t->eq[j] = geq[g];
+    t->coll[j] = gcoll[g];
+    get_typlenbyval(exprType(static_cast<Node *>(list_nth(gexprs, g))), &t->typlen[j], &t->byval[j]);
+  }
+  st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);
+  st->limit = get_hash_memory_limit();
+  st->built = st->fellback = false;
+  st->how = "none (not run)";
+  st->emit = 0;
+  st->emitted = false;
+  st->peak = 0;
+}
+
+namespace {
+
+// Memory ran out: PostgreSQL's own aggregate over the join takes over.
+void FallBack(State *st) {
+  CustomScanState *node = &st->css;
+  MemoryContextReset(st->cxt);
+  st->fellback = true;
+  if (!st->fallback) {
+    CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+    EState *estate = node->ss.ps.state;
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    st->fallback = ExecInitNode(static_cast<Plan *>(lthird(cs->custom_plans)), estate, 0);
+    node->custom_ps = lappend(node->custom_ps, st->fallback);
+    MemoryContextSwitchTo(old);
+  }
+}
+
+}  // namespace
+
+TupleTableSlot *Exec(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  if (!st->fellback && !st->built) {
+    if (Build(st))
+      st->built = true;
+    else
+      FallBack(st);
+  }
+  if (st->fellback) {
+    TupleTableSlot *t = ExecProcNode(st->fallback);
+    if (TupIsNull(t)) return nullptr;
+    return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
+  }
+  while (st->emit < st->acc.n && !st->acc.ok[st->emit]) st->emit++;
+  // A plain aggregate (no GROUP BY: no group keys) gives one row where no
+  // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
+  // NULL sums and averages, counts of 0.
+  bool none = st->emit >= st->acc.n;
+  if (none && (st->ng > 0 || st->emitted)) return nullptr;
+  uint32 at = none ? 0 : st->emit++;
+  st->emitted = true;
+  TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+  KeysToSlot(st, slot, none ? 0 : st->acc.ida[at], none ? 0 : st->acc.idb[at]);
+  for (int a = 0, o = 0; a < st->nagg; a++) {
+    const double *v = none ? nullptr : &st->acc.sum[at * st->nagg + a];
+    bool has = !none && st->acc.has[at * st->nagg + a];
+    Datum *d = &slot->tts_values[st->ng + o];
+    bool *isnull = &slot->tts_isnull[st->ng + o];
+    switch (st->kind[a]) {
+      case kAccFollow:
+        continue;
+      case kAccCount:  // (a group has pairs: 0 where none counted)
+        *isnull = false;
+        *d = Int64GetDatum(has ? static_cast<int64>(v[0]) : 0);
+        break;
+      case kAccAvg:  // float8_avg: Sx / N, NULL where N = 0
+        *isnull = !has || v[0] == 0.0;
+        *d = Float8GetDatum(*isnull ? 0.0 : v[1] / v[0]);
+        break;
+      default:
+        *isnull = !has;
+        *d = st->f4[a] ? Float4GetDatum(static_cast<float4>(has ? v[0] : 0.0)) : Float8GetDatum(has ? v[0] : 0.0);
+    }
+    o++;
+  }
+  if (st->numbered) {
+    slot->tts_isnull[st->ng + st->nout] = false;
+    slot->tts_values[st->ng + st->nout] = Int64GetDatum(++st->rownum);
+  }
+  ExecStoreVirtualTuple(slot);
+  ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
+  if (!proj) return slot;
+  ExprContext *ec = node->ss.ps.ps_ExprContext;
+  ResetExprContext(ec);
+  ec->ecxt_scantuple = slot;
+  return ExecProject(proj);
+}
+
+void End(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  ListCell *lc;
+  foreach (lc, node->custom_ps) ExecEndNode(static_cast<PlanState *>(lfirst(lc)));
+  MemoryContextDelete(st->cxt);
+}
+
+void ReScan(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  MemoryContextReset(st->cxt);
+  st->built = false;
+  st->emit = 0;
+  st->emitted = false;
+  st->rownum = 0;
+  st->acc.n = 0;
+  // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
+  // told them which parameters changed (execAmi.c): they are told here.
+  ListCell *lc;
+  foreach (lc, node->custom_ps) {
+    PlanState *child = static_cast<PlanState *>(lfirst(lc));
+    if (node->ss.ps.chgParam) UpdateChangedParamSet(child, node->ss.ps.chgParam);
+    if (!child->chgParam) ExecReScan(child);
+  }
+}
+
+}  // namespace ddx::pg::contraction

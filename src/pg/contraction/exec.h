@@ -1,0 +1,139 @@
+// The node's executor state (exec.cpp, build.cpp, explain.cpp).
+#pragma once
+#include "contraction.h"
+#include "groups.h"
+#include "key_table.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+}
+
+// Shared by the node's files only: hidden, so that calls bind inside ddx.so
+// (as the anonymous namespace of the one file they came from had them).
+#pragma GCC visibility push(hidden)
+
+namespace ddx::pg::contraction {
+
+// Expressions over a child's tuple (OUTER_VAR), evaluated per input row.
+// Where each is a plain Var of the child's output or a constant (the other
+// side's 1 of a count or of a sum of one side), its value is read from the
+// slot or the Const, not run through ExecEvalExpr: the matmul's 160k probe
+// rows evaluated three lists of Vars each (perf: Eval 3% of the forward).
+struct Exprs {
+  List *states;  // ExprStates
+  int n;
+  bool direct;      // every one a Var or a Const
+  AttrNumber *att;  // per expression: its attribute, 0 for a Const
+  Datum *cval;      // per expression: a Const's value
+  bool *cnull;
+  AttrNumber natts;  // the highest attribute
+};
+
+struct State {
+  CustomScanState css;
+  MemoryContext cxt;
+  Exprs bkeys, pkeys, bfactors, pfactors;
+  Exprs gx[2];       // the group keys, per side
+  ExprState *quals;  // the other join conditions, over the scan tuple's keys
+  int nk, ng, nagg;
+  int *gside, *gpos;  // per group key: its side, its place among that side's keys
+  FmgrInfo *eq, *bhash, *phash;
+  Oid *kcoll;
+  bool *probe_first;
+  bool *datum_eq;  // per join key: equal exactly when the Datums are (IntegerEquality)
+  bool int_keys;   // every join key so: the build rows in runs (jk)
+  // Accumulators (nagg of them, the "sums" below): one per output
+  // aggregate, three for an avg (AccFlags); nout outputs.
+  int nout;
+  bool *null_zero;  // per accumulator: of COALESCE(f * g, 0)
+  bool *sel;        // per accumulator: a guarded value (SelectGuard), not a product
+  bool *sel_probe;  // ... whose override factor is the probe side's
+  bool *f4;         // per accumulator: of float4mul (a sum's additions in float4 too)
+  bool *bf4, *pf4;  // per accumulator: its build (probe) factor is a float4
+  uint8 *kind;      // per accumulator: 0 a sum, else kAccCount, kAccAvg or kAccFollow
+  bool plain;       // every accumulator a float8 sum (the pairing loop's fast path)
+  int16 *klen;      // the build side's join keys' types
+  bool *kbyval;
+  // the build side's rows
+  uint32 nrows, rowcap;
+  uint32 *rhash, *rgid;
+  int32 *rnext;
+  Datum *rkeys;  // rowcap * nk
+  double *rf;    // rowcap * nagg
+  bool *rfnull;
+  // Lazy factors (kLazyFactors): each build row's child tuple (bnatts
+  // values), its factors computed on its first pair (rdone) in lec.
+  bool lazy;
+  int bnatts;
+  Datum *rvals;  // rowcap * bnatts
+  bool *rvnull;
+  bool *rdone;
+  TupleDesc btd;
+  TupleTableSlot *lslot;
+  ExprContext *lec;
+  Datum *lfv;
+  bool *lfn;
+  int32 *buckets;
+  uint32 nbuckets;
+  // Integer join keys (int_keys): the build rows in runs of one key, in
+  // the key's order of first appearance; a probe row finds its key's id in
+  // jk (its dmap where the key is one small integer) and pairs with
+  // run[id] .. run[id + 1] - 1, one lookup per probe row and none per pair (the matmul's 1.28M pairs walked a bucket
+  // chain, each compared by hash and key).
+  KeyTable jk;
+  uint32 *rkid;    // per build row: its key's id (before the runs are formed)
+  uint32 *run;     // jk.n + 1 starts
+  bool *run_null;  // per run: a NULL factor in one of its rows
+  KeyTable g[2];   // group ids of the build and the probe side
+  Acc acc;
+  // Dense groups (Dense*): per probe group id, a row of one cell per build
+  // group id, while the build side has few groups.
+  bool dense;
+  uint32 na;               // build groups (a dense row's cells)
+  int32 *drow;             // probe group id -> its row's first cell, -1 none
+  uint32 ndrow, drowcap;   // probe group ids with a slot, and room for them
+  uint32 ncells, cellcap;  // cells of the rows, and room for them
+  double *dsum;            // ncells * nagg
+  bool *dhas;              // ncells * nagg
+  uint8 *dstate;           // per cell: 0 no pair yet, 1 a group, 2 rejected by the key conditions
+  uint64 touched;          // cells with a pair
+  const char *how;         // for EXPLAIN ANALYZE: "dense", "hash", "dense, then hash"
+  bool numbered;           // row_number() OVER () as the scan tuple's last column (NumberGroups)
+  int64 rownum;            // the last group's
+  bool built, fellback;
+  bool emitted;  // a row returned since the last (re)start
+  uint32 emit;
+  double pairs;
+  size_t limit, peak;
+  PlanState *fallback;
+};
+
+// Evaluates `e` over the outer tuple into v, n.
+inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
+  if (e.direct) {
+    TupleTableSlot *slot = ec->ecxt_outertuple;
+    if (e.natts > 0) slot_getsomeattrs(slot, e.natts);
+    for (int i = 0; i < e.n; i++) {
+      AttrNumber a = e.att[i];
+      v[i] = a > 0 ? slot->tts_values[a - 1] : e.cval[i];
+      n[i] = a > 0 ? slot->tts_isnull[a - 1] : e.cnull[i];
+    }
+    return;
+  }
+  int i = 0;
+  ListCell *lc;
+  foreach (lc, e.states) {
+    v[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(lc)), ec, &n[i]);
+    i++;
+  }
+}
+
+void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb);
+bool Build(State *st);
+
+}  // namespace ddx::pg::contraction
+
+#pragma GCC visibility pop

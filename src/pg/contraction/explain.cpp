@@ -1,0 +1,65 @@
+// EXPLAIN of the node: what it computes and, with ANALYZE, what it did
+// (exec.h).
+#include "exec.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "nodes/makefuncs.h"
+#include "utils/ruleutils.h"
+}
+
+namespace ddx::pg::contraction {
+
+void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
+  State *st = reinterpret_cast<State *>(node);
+  CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+  List *priv = cs->custom_private;
+  ExplainPropertyInteger("Join Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildKeys))), es);
+  ExplainPropertyInteger("Group Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kGroupExprs))), es);
+  {
+    int sums = 0, counts = 0, avgs = 0;
+    ListCell *lc;
+    foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
+      int f = lfirst_int(lc);
+      if (f & kAccCount)
+        counts++;
+      else if (f & kAccAvg)
+        avgs++;
+      else if (!(f & kAccFollow))
+        sums++;
+    }
+    ExplainPropertyInteger("Sums", nullptr, sums, es);
+    if (counts) ExplainPropertyInteger("Counts", nullptr, counts, es);
+    if (avgs) ExplainPropertyInteger("Averages", nullptr, avgs, es);
+  }
+  if (intVal(list_nth(priv, kNumbered))) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
+  if (intVal(list_nth(priv, kLazyFactors)))
+    ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
+  if (List *quals = static_cast<List *>(list_nth(priv, kKeyQuals))) {
+    // (deparsed against the node's scan tuple, whose columns are the keys)
+    List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);
+    ExplainPropertyText("Key Condition",
+                        deparse_expression(reinterpret_cast<Node *>(make_ands_explicit(quals)), ctx, true, false), es);
+  }
+  if (es->analyze) {
+    if (st->fellback) {
+      ExplainPropertyText("Fell Back", "memory limit reached: PostgreSQL's aggregate ran", es);
+    } else if (!st->built && node->ss.ps.worker_instrument) {
+      // (run in a parallel worker only: this is the leader's state, and the
+      // node shares none of its counts with it)
+      ExplainPropertyText("Ran In", "parallel workers, whose counts and memory are not shown", es);
+      return;
+    } else {
+      ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
+      ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
+      ExplainPropertyInteger("Groups", nullptr, st->acc.n - st->acc.rejected, es);
+      ExplainPropertyText("Accumulator", st->how, es);
+      if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->acc.rejected, es);
+    }
+    ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
+  }
+}
+
+}  // namespace ddx::pg::contraction

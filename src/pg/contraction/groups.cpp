@@ -1,0 +1,202 @@
+// The groups (groups.h).
+#include "exec.h"
+#include <cmath>
+
+extern "C" {
+#include "postgres.h"
+
+#include "utils/float.h"
+}
+
+namespace ddx::pg::contraction {
+
+void AccInit(MemoryContext cxt, Acc *a) {
+  memset(a, 0, sizeof *a);
+  a->nslots = 1024;
+  a->keys = static_cast<uint64 *>(Alloc(cxt, sizeof(uint64) * a->nslots));
+  a->at = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * a->nslots));
+  memset(a->keys, 0, sizeof(uint64) * a->nslots);
+}
+
+// The accumulator of the group (ida, idb), created if new (*created).
+uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool *created) {
+  uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
+  uint32 mask = a->nslots - 1, i = Mix64(key) & mask;
+  *created = false;
+  for (; a->keys[i] != 0; i = (i + 1) & mask)
+    if (a->keys[i] == key) return a->at[i];
+  *created = true;
+  if (a->n == a->cap) {
+    uint32 c = Max(256u, a->cap * 2);
+    Reserve(cxt, &a->ida, a->cap, c, 1);
+    Reserve(cxt, &a->idb, a->cap, c, 1);
+    Reserve(cxt, &a->sum, a->cap, c, nagg);
+    Reserve(cxt, &a->has, a->cap, c, nagg);
+    Reserve(cxt, &a->ok, a->cap, c, 1);
+    a->cap = c;
+  }
+  uint32 at = a->n++;
+  a->ok[at] = true;
+  a->ida[at] = ida;
+  a->idb[at] = idb;
+  for (int k = 0; k < nagg; k++) {
+    a->sum[at * nagg + k] = 0;
+    a->has[at * nagg + k] = false;
+  }
+  a->keys[i] = key;
+  a->at[i] = at;
+  if (a->n * 2 > a->nslots) {
+    uint32 ns = a->nslots * 2;
+    uint64 *keys = static_cast<uint64 *>(Alloc(cxt, sizeof(uint64) * ns));
+    uint32 *ats = static_cast<uint32 *>(Alloc(cxt, sizeof(uint32) * ns));
+    memset(keys, 0, sizeof(uint64) * ns);
+    for (uint32 x = 0; x < a->nslots; x++) {
+      if (!a->keys[x]) continue;
+      uint32 j = Mix64(a->keys[x]) & (ns - 1);
+      while (keys[j]) j = (j + 1) & (ns - 1);
+      keys[j] = a->keys[x];
+      ats[j] = a->at[x];
+    }
+    pfree(a->keys);
+    pfree(a->at);
+    a->keys = keys;
+    a->at = ats;
+    a->nslots = ns;
+  }
+  return at;
+}
+
+// float8_accum (and float4_accum, whose float4 input is widened), utils/adt/
+// float.c, PostgreSQL 15: one value x into (N, Sx, Sxx) at s, empty where
+// !has. Sxx is kept as PostgreSQL keeps it only so that its overflow raises
+// where PostgreSQL's would (avg reads Sx / N).
+void AvgAccum(double *s, bool has, double x) {
+  double n0 = has ? s[0] : 0.0, sx0 = has ? s[1] : 0.0, sxx = has ? s[2] : 0.0;
+  double n = n0 + 1.0, sx = sx0 + x;
+  if (n0 > 0.0) {
+    double tmp = x * n - sx;
+    sxx += tmp * tmp / (n * n0);
+    if (std::isinf(sx) || std::isinf(sxx)) {
+      if (!std::isinf(sx0) && !std::isinf(x)) float_overflow_error();
+      sxx = get_float8_nan();
+    }
+  } else if (std::isnan(x) || std::isinf(x)) {
+    sxx = get_float8_nan();
+  }
+  s[0] = n;
+  s[1] = sx;
+  s[2] = sxx;
+}
+
+// Dense groups. After the build, the build side's groups are known; where
+// they are few (kDenseMax), each probe group gets a row of one cell per build
+// group, and a pair's sum is at row + build group id: no hashing per pair,
+// and the pairs of one probe row write to one row. A row costs its cells
+// whether they get pairs or not, so where fewer than a quarter of a large
+// set of cells has pairs, the cells go to the hash table (Acc) and the rest
+// of the probe side is hashed. At the end the groups go to Acc all the same
+// (once per group, not per pair), from which they are returned.
+constexpr uint32 kDenseMax = 4096;
+constexpr uint32 kDenseSparseCheck = 1u << 20;  // cells
+
+void DenseInit(State *st) {
+  st->na = st->g[0].n;
+  st->dense = st->na > 0 && st->na <= kDenseMax;
+  st->how = st->dense ? "dense" : "hash";
+  st->drow = nullptr;
+  st->ndrow = st->drowcap = st->ncells = st->cellcap = 0;
+  st->dsum = nullptr;
+  st->dhas = nullptr;
+  st->dstate = nullptr;
+  st->touched = 0;
+}
+
+// Moves the dense cells with pairs into Acc, and leaves dense mode. A
+// rejected cell goes too, marked: pairs of it that come after a move to
+// the hash table must find it rejected, not test it again and count it twice.
+// `last`: the build is over and nothing looks a group up again, so the
+// groups are appended without their hash (each pair of ids is in one cell):
+// the matmul's 80k groups went through AccFind, 9% of its forward (perf).
+void DenseToAcc(State *st, bool last) {
+  int nagg = st->nagg;
+  if (last) {  // (room for every cell with a pair: st->touched of them)
+    Acc *a = &st->acc;
+    uint32 cells = static_cast<uint32>(st->touched);
+    if (a->n + cells > a->cap) {
+      uint32 c = Max(256u, a->n + cells);
+      Reserve(st->cxt, &a->ida, a->cap, c, 1);
+      Reserve(st->cxt, &a->idb, a->cap, c, 1);
+      Reserve(st->cxt, &a->sum, a->cap, c, nagg);
+      Reserve(st->cxt, &a->has, a->cap, c, nagg);
+      Reserve(st->cxt, &a->ok, a->cap, c, 1);
+      a->cap = c;
+    }
+  }
+  for (uint32 idb = 0; idb < st->ndrow; idb++) {
+    if (st->drow[idb] < 0) continue;
+    for (uint32 ida = 0; ida < st->na; ida++) {
+      uint32 c = static_cast<uint32>(st->drow[idb]) + ida;
+      if (st->dstate[c] == 0) continue;
+      bool created;
+      uint32 at;
+      if (last) {
+        at = st->acc.n++;
+        st->acc.ida[at] = ida;
+        st->acc.idb[at] = idb;
+      } else {
+        at = AccFind(st->cxt, &st->acc, nagg, ida, idb, &created);
+      }
+      st->acc.ok[at] = st->dstate[c] == 1;
+      if (st->dstate[c] == 2) st->acc.rejected++;
+      for (int a = 0; a < nagg; a++) {
+        st->acc.sum[at * nagg + a] = st->dsum[c * nagg + a];
+        st->acc.has[at * nagg + a] = st->dhas[c * nagg + a];
+      }
+    }
+  }
+  if (st->drow) pfree(st->drow);
+  if (st->dsum) pfree(st->dsum);
+  if (st->dhas) pfree(st->dhas);
+  if (st->dstate) pfree(st->dstate);
+  st->drow = nullptr;
+  st->dsum = nullptr;
+  st->dhas = nullptr;
+  st->dstate = nullptr;
+  st->dense = false;
+}
+
+// The first cell of probe group idb's row, made if new; false where the
+// cells went to Acc instead (too sparse).
+bool DenseRow(State *st, uint32 idb, uint32 *base) {
+  MemoryContext cxt = st->cxt;
+  if (idb >= st->drowcap) {
+    uint32 c = Max(1024u, st->drowcap * 2);
+    while (c <= idb) c *= 2;
+    Reserve(cxt, &st->drow, st->drowcap, c, 1);
+    for (uint32 i = st->drowcap; i < c; i++) st->drow[i] = -1;
+    st->drowcap = c;
+  }
+  if (idb >= st->ndrow) st->ndrow = idb + 1;
+  if (st->drow[idb] < 0) {
+    if (st->ncells >= kDenseSparseCheck && st->touched * 4 < st->ncells) {
+      DenseToAcc(st);
+      st->how = "dense, then hash";
+      return false;
+    }
+    if (st->ncells + st->na > st->cellcap) {
+      uint32 c = Max(st->na * 64, st->cellcap * 2);
+      Reserve(cxt, &st->dsum, st->cellcap, c, st->nagg);
+      Reserve(cxt, &st->dhas, st->cellcap, c, st->nagg);
+      Reserve(cxt, &st->dstate, st->cellcap, c, 1);
+      st->cellcap = c;
+    }
+    st->drow[idb] = static_cast<int32>(st->ncells);
+    memset(&st->dhas[static_cast<size_t>(st->ncells) * st->nagg], 0, static_cast<size_t>(st->na) * st->nagg);
+    memset(&st->dstate[st->ncells], 0, st->na);
+    st->ncells += st->na;
+  }
+  *base = static_cast<uint32>(st->drow[idb]);
+  return true;
+}
+
+}  // namespace ddx::pg::contraction
