@@ -159,12 +159,23 @@ struct Shape {
   List *extra = NIL, *extra_ri = NIL;  // other join conditions (over group keys: checked by KeyQuals)
   List *aggrefs = NIL;                 // the Aggrefs, in factor order
 };
-bool No(const char *why);
+
+// Why a query keeps PostgreSQL's plan: the value a check returns where it
+// decides, for its caller to log, show or pass on (as Citus's deferred
+// errors). A refusal is true; kFits, the check passed, is false.
+struct Refusal {
+  const char *why;  // a string literal, or nullptr: no refusal
+  explicit operator bool() const { return why != nullptr; }
+};
+constexpr Refusal kFits{nullptr};
+
+// Whether evaluating n might raise an error (not leakproof).
 bool MayRaise(Node *n);
-bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s);
-bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s);
-bool KeyQuals(Shape *s);
-bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s);
+
+// The shape of the query over the split into `sides` joined by `clauses`,
+// into *s: its join keys, group keys, other join conditions and the
+// aggregates of `target`; or why the node cannot compute it.
+Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, Shape *s);
 
 // path.cpp: the planner hook, and the window functions NumberGroups takes in.
 // Whether n is computed from the node's scan tuple alone: its group keys,

@@ -194,6 +194,9 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   add_path(output_rel, &cp->path);
 }
 
+// Logs why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
+void Note(Refusal r) { elog(DEBUG1, "ddx contraction not used: %s", r.why); }
+
 }  // namespace
 
 void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
@@ -206,7 +209,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   auto *gx = static_cast<GroupPathExtraData *>(extra);
   if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
       input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist) {
-    No("not one grouping of a join (or HAVING, grouping sets, set-returning functions)");
+    Note(Refusal{"not one grouping of a join (or HAVING, grouping sets, set-returning functions)"});
     return;
   }
   RelOptInfo *rels[2];
@@ -214,7 +217,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   Shape shape;
   List *splits = JoinSplits(root, input_rel);
   if (!splits) {
-    No("not an inner join");
+    Note(Refusal{"not an inner join"});
     return;
   }
   ListCell *ls;
@@ -228,15 +231,16 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
       if (!rels[s]->cheapest_total_path || rels[s]->cheapest_total_path->param_info) ok = false;
     }
     if (!ok) {
-      No("a side without an unparameterized path");
+      Note(Refusal{"a side without an unparameterized path"});
       continue;
     }
     shape = Shape();
-    if (JoinKeys(root, x->clauses, sides, &shape) && GroupKeys(root, sides, &shape) && KeyQuals(&shape) &&
-        TargetFits(root, output_rel->reltarget, sides, &shape)) {
+    Refusal r = ShapeOf(root, x->clauses, sides, output_rel->reltarget, &shape);
+    if (!r) {
       fits = true;
       break;
     }
+    Note(r);
   }
   if (!fits) return;
   // The build side: the one with fewer bytes.
@@ -257,16 +261,18 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   if (raises[b] && !raises[1 - b]) b = 1 - b;
   if (raises[b] && kraise[b]) b = 1 - b;
   if (kraise[b]) {
-    No("a GROUP BY key on each side that may raise an error (not leakproof): the build side's are computed for "
-       "rows that join nothing");
+    Note(
+        Refusal{"a GROUP BY key on each side that may raise an error (not leakproof): the build side's are computed "
+                "for rows that join nothing"});
     return;
   }
   bool lazy = fraise[b];
   if (shape.extra && kraise[1 - b]) {
     // (the streamed side's group keys are computed on a row's first pair,
     // before the key conditions that read them)
-    No("a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes it only "
-       "for the pairs the condition keeps");
+    Note(
+        Refusal{"a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes it "
+                "only for the pairs the condition keeps"});
     return;
   }
   int p = 1 - b;

@@ -61,14 +61,6 @@ bool CannotRaise(Oid fn) {
   }
 }
 
-bool MayRaiseWalker(Node *n, void *);
-
-}  // namespace
-
-bool MayRaise(Node *n) { return MayRaiseWalker(n, nullptr); }
-
-namespace {
-
 bool MayRaiseWalker(Node *n, void *) {
   if (!n) return false;
   switch (nodeTag(n)) {
@@ -118,19 +110,11 @@ int SideOf(PlannerInfo *root, Node *e, const Relids sides[2], int none) {
   return -1;
 }
 
-}  // namespace
-
-// Why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
-bool No(const char *why) {
-  elog(DEBUG1, "ddx contraction not used: %s", why);
-  return false;
-}
-
-bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s) {
+Refusal JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s) {
   ListCell *lc;
   foreach (lc, clauses) {
     RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
-    if (ri->pseudoconstant) return No("a constant join condition");
+    if (ri->pseudoconstant) return Refusal{"a constant join condition"};
     // A strict hashable equality of one side's expression with the other's
     // is a join key; any other condition must read the group keys alone
     // (KeyQuals, once they are known).
@@ -143,7 +127,7 @@ bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s)
         rs < 0 || ls == rs || !get_op_hash_functions(op->opno, &lh, &rh)) {
       if (ForbiddenWalker(reinterpret_cast<Node *>(ri->clause), nullptr) ||
           contain_volatile_functions(reinterpret_cast<Node *>(ri->clause)))
-        return No("a join condition with a volatile function, a sublink or a parameter of a subplan");
+        return Refusal{"a join condition with a volatile function, a sublink or a parameter of a subplan"};
       s->extra = lappend(s->extra, ri->clause);
       s->extra_ri = lappend(s->extra_ri, ri);
       continue;
@@ -156,28 +140,22 @@ bool JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s)
     s->coll = lappend_oid(s->coll, op->inputcollid);
     s->probe_first = lappend_int(s->probe_first, ls == 1 ? 1 : 0);
   }
-  return true;
+  return kFits;
 }
 
-namespace {
-
 bool OverKeys(Node *n, List *gexprs);
-
-}  // namespace
 
 // The join's other conditions: each must read the rows only through the
 // group keys (attention's k.t <= q.t, with q.t and k.t grouped by), so that
 // it holds for every pair of rows of a group or for none. The node tests it
 // once per group, when the group's first pair of rows joins.
-bool KeyQuals(Shape *s) {
+Refusal KeyQuals(Shape *s) {
   ListCell *lc;
   foreach (lc, s->extra)
     if (!OverKeys(static_cast<Node *>(lfirst(lc)), s->gexprs))
-      return No("a join condition other than an equality that reads more than the GROUP BY keys");
-  return true;
+      return Refusal{"a join condition other than an equality that reads more than the GROUP BY keys"};
+  return kFits;
 }
-
-namespace {
 
 // CASE WHEN cond THEN then ELSE otherwise END, a float8 (the node's own
 // factors; the arguments are used as they are, not copied).
@@ -293,23 +271,23 @@ bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of,
 //   float8_accum and float4_accum do (N, Sx and Sxx, whose overflow raises);
 //   count(*), and count(e) with e an expression of one side's columns (or
 //   of none): the pairs where e is not NULL, as a "product" of 1s.
-bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
+Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
   Oid fn = a->aggfnoid;
   bool count = fn == F_COUNT_ || fn == F_COUNT_ANY, avg = fn == F_AVG_FLOAT8 || fn == F_AVG_FLOAT4;
   bool f4 = fn == F_SUM_FLOAT4 || fn == F_AVG_FLOAT4;
   if ((fn != F_SUM_FLOAT8 && fn != F_SUM_FLOAT4 && !avg && !count) || a->aggdistinct || a->aggorder || a->aggfilter ||
       (a->aggstar && fn != F_COUNT_) || a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 ||
       list_length(a->args) != (fn == F_COUNT_ ? 0 : 1))
-    return No("an aggregate other than a plain sum or avg (float8, float4) or count");
+    return Refusal{"an aggregate other than a plain sum or avg (float8, float4) or count"};
   if (count) {
     Node *e = a->aggstar ? nullptr : reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
     int side = e ? SideOf(root, e, sides, 0) : 0;
-    if (side < 0) return No("a count of an expression of both sides");
+    if (side < 0) return Refusal{"a count of an expression of both sides"};
     s->factors[side] = lappend(s->factors[side], NotNullOne(e));
     s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
     s->aggrefs = lappend(s->aggrefs, a);
     s->null_zero = lappend_int(s->null_zero, kAccCount);
-    return true;
+    return kFits;
   }
   Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
   bool null_zero = false;
@@ -318,7 +296,7 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     if (!IsA(z, Const) || castNode(Const, z)->consttype != (f4 ? FLOAT4OID : FLOAT8OID) ||
         castNode(Const, z)->constisnull ||
         (f4 ? DatumGetFloat4(castNode(Const, z)->constvalue) : DatumGetFloat8(castNode(Const, z)->constvalue)) != 0.0)
-      return No("an aggregate of COALESCE(product, c) with c other than 0");
+      return Refusal{"an aggregate of COALESCE(product, c) with c other than 0"};
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
@@ -335,12 +313,12 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     s->factors[sel_ds] = lappend(s->factors[sel_ds], sel_d);
     select = kAccSelect | (sel_os == 1 ? kAccSelectSide1 : 0);
   } else {
-    if (!is_opclause(arg)) return No("a sum or avg over both sides of something other than a product");
+    if (!is_opclause(arg)) return Refusal{"a sum or avg over both sides of something other than a product"};
     OpExpr *op = castNode(OpExpr, arg);
     RegProcedure mul = get_opcode(op->opno);
     if (list_length(op->args) != 2 ||
         (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
-      return No("a sum or avg over both sides of something other than a float8 or float4 product");
+      return Refusal{"a sum or avg over both sides of something other than a float8 or float4 product"};
     Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
     int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
     if (mul == F_FLOAT8MUL && ls < 0 && SplitGuard(root, op, l, r, sides, &l, &ls, &r, &rs)) {
@@ -348,7 +326,7 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     } else if (mul == F_FLOAT8MUL && rs < 0 && SplitGuard(root, op, r, l, sides, &r, &rs, &l, &ls)) {
       // (likewise)
     } else if (ls < 0 || rs < 0 || ls == rs) {
-      return No("a product whose factors are not one of each side");
+      return Refusal{"a product whose factors are not one of each side"};
     }
     s->factors[ls] = lappend(s->factors[ls], l);
     s->factors[rs] = lappend(s->factors[rs], r);
@@ -360,12 +338,10 @@ bool NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s
     for (int side = 0; side < 2; side++) s->factors[side] = lappend(s->factors[side], NotNullOne(nullptr));
     s->null_zero = lappend_int(s->null_zero, kAccFollow);
   }
-  return true;
+  return kFits;
 }
 
-}  // namespace
-
-bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
+Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
   ListCell *lc;
   foreach (lc, root->parse->groupClause) {
     SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
@@ -373,7 +349,7 @@ bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
     int side = SideOf(root, e, sides, 0);
     RegProcedure lh, rh;
     if (side < 0 || !sgc->hashable || !get_op_hash_functions(sgc->eqop, &lh, &rh))
-      return No("a GROUP BY key that is not a hashable expression of one side");
+      return Refusal{"a GROUP BY key that is not a hashable expression of one side"};
     s->gexprs = lappend(s->gexprs, e);
     s->gside = lappend_int(s->gside, side);
     s->geq = lappend_oid(s->geq, get_opcode(sgc->eqop));
@@ -398,17 +374,15 @@ bool GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
     get_sort_group_operators(exprType(e), false, false, false, nullptr, &eqop, nullptr, &hashable);
     RegProcedure lh, rh;
     if (side < 0 || !OidIsValid(eqop) || !hashable || !get_op_hash_functions(eqop, &lh, &rh))
-      return No("an output column that depends on a primary key grouped by, of a type without hashing");
+      return Refusal{"an output column that depends on a primary key grouped by, of a type without hashing"};
     s->gexprs = lappend(s->gexprs, e);
     s->gside = lappend_int(s->gside, side);
     s->geq = lappend_oid(s->geq, get_opcode(eqop));
     s->ghash = lappend_oid(s->ghash, lh);
     s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
   }
-  return true;
+  return kFits;
 }
-
-namespace {
 
 // Whether n reads the row only through the group keys `gexprs` (a code of
 // the keys, COALESCE(CAST(x.i AS int8), 4294967296)): the node's projection
@@ -429,12 +403,12 @@ bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
 // tanh(sum(x.val * w1.val)): the node's projection computes it from its scan
 // tuple, where setrefs.c finds the keys and the sums (fix_upper_expr matches
 // whole Aggrefs against custom_scan_tlist), as an Agg's projection would.
-// false with no reason given where NodeAggregate gave one.
+// NodeAggregate's refusal, where it gave one, in ctx->refusal.
 struct SumsCtx {
   PlannerInfo *root;
   const Relids *sides;
   Shape *s;
-  bool refused;  // NodeAggregate said why
+  Refusal refusal;  // NodeAggregate's
 };
 bool NotOverSums(Node *n, SumsCtx *ctx) {
   if (!n) return false;
@@ -443,19 +417,16 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
     if (equal(n, lfirst(lc))) return false;
   if (IsA(n, Aggref)) {
     if (list_member(ctx->s->aggrefs, n)) return false;
-    if (NodeAggregate(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s)) return false;
-    ctx->refused = true;
-    return true;
+    ctx->refusal = NodeAggregate(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s);
+    return static_cast<bool>(ctx->refusal);
   }
   if (IsA(n, Var) || ForbiddenNode(n)) return true;
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(NotOverSums), ctx);
 }
 
-}  // namespace
-
 // Every entry of the grouped rel's target: a group key, or a stable
 // expression of the keys and our sums (a sum itself, or tanh of one).
-bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s) {
+Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s) {
   ListCell *lc;
   int i = 0;
   foreach (lc, target->exprs) {
@@ -467,14 +438,26 @@ bool TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Sh
     // keys and sums as any other.
     if (ref != 0 && get_sortgroupref_clause_noerr(ref, root->parse->groupClause)) continue;
     if (list_member(s->gexprs, e)) continue;
-    SumsCtx ctx{root, sides, s, false};
+    SumsCtx ctx{root, sides, s, kFits};
     if (NotOverSums(e, &ctx)) {
-      if (!ctx.refused) No("an output column that is neither a GROUP BY key nor an expression of the keys and sums");
-      return false;
+      if (ctx.refusal) return ctx.refusal;
+      return Refusal{"an output column that is neither a GROUP BY key nor an expression of the keys and sums"};
     }
-    if (contain_volatile_functions(e)) return No("a volatile output column");
+    if (contain_volatile_functions(e)) return Refusal{"a volatile output column"};
   }
-  return s->aggrefs != NIL || No("no sum");
+  if (s->aggrefs == NIL) return Refusal{"no sum"};
+  return kFits;
+}
+
+}  // namespace
+
+bool MayRaise(Node *n) { return MayRaiseWalker(n, nullptr); }
+
+Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, Shape *s) {
+  if (Refusal r = JoinKeys(root, clauses, sides, s)) return r;
+  if (Refusal r = GroupKeys(root, sides, s)) return r;
+  if (Refusal r = KeyQuals(s)) return r;
+  return TargetFits(root, target, sides, s);
 }
 
 }  // namespace ddx::pg::contraction
