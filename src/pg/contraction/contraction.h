@@ -88,77 +88,78 @@ extern int mode;
 extern bool in_program;  // ddx.in_program: set by the runner's ProgramSettings
 extern create_upper_paths_hook_type prev_upper_hook;
 
-// --- planning ----------------------------------------------------------------
+// --- the plan ------------------------------------------------------------------
 
-// What the node computes, as planned: lists in custom_private, in this order.
-//   0 build side's relids (int list), 1 probe side's
-//   2 build join keys, 3 probe join keys (expressions over their side)
-//   4 equality functions (oid), 5 build hash functions, 6 probe hash functions,
-//   7 collations, 8 probe-first flags (int: 1 where the clause's left operand
-//     is the probe side's)
-//   9 group key expressions (in scan-tlist order), 10 their side (0 build, 1 probe),
-//   11 group equality functions, 12 group hash functions, 13 group collations
-//   14 build factors, 15 probe factors (one per SUM)
-//   16 per SUM, 1 where it sums COALESCE(f * g, 0) (a NULL product adds 0),
-//      + 2 where it is sum(float4) of float4mul (in float4, as PostgreSQL)
-//   17 join conditions other than the equalities, over the group keys alone
-//      (in the plan: INDEX_VAR references to the keys' scan-tuple columns)
-//   18 1 where the node also numbers its groups, row_number() OVER () (the
-//      scan tuple's last column: NumberGroups)
-//   19 1 where the build side's factors may raise: computed on a build row's
-//      first pair (LazyFactors), not at the build
-//   20 (planning only) the Aggrefs
-enum Priv {
-  kBuildRels,
-  kProbeRels,
-  kBuildKeys,
-  kProbeKeys,
-  kEqFns,
-  kBuildHash,
-  kProbeHash,
-  kKeyColl,
-  kProbeFirst,
-  kGroupExprs,
-  kGroupSide,
-  kGroupEq,
-  kGroupHash,
-  kGroupColl,
-  kBuildFactors,
-  kProbeFactors,
-  kNullZero,
-  kKeyQuals,
-  kNumbered,
-  kLazyFactors,
-  kNPriv
+// The two sides of the node. While the shape checks run they are the
+// split's two relations (path.cpp), in its order; OrientSides then puts the
+// build side (hashed, read first) at 0 and the probe side (streamed) at 1.
+constexpr int kBuild = 0;
+constexpr int kProbe = 1;
+
+// The aggregate forms the node computes (NodeAggregate), each with one row
+// in the table of accumulator kinds.
+enum class AccKind : uint8 {
+  kSum,        // sum(float8) of f * g (float8mul, float48mul, float84mul), or of one side's expression
+  kSumFloat4,  // sum(float4) of float4mul(f, g): each product and partial sum rounded to float4
+  kAvg,        // avg(float8) of f * g: float8_accum's N, Sx and Sxx
+  kAvgFloat4,  // avg(float4) of float4mul(f, g): float4_accum's, of the float4 products
+  kCount,      // count(*), count(e): the pairs where e is not NULL, as products of 1s
+  kSumSelect,  // sum(float8) of a value guarded by the other side (SelectGuard)
+  kAvgSelect,  // avg(float8) of such a value
 };
 
-// Per accumulator (custom_private's kNullZero list): how it adds its pairs.
-// An output aggregate has one accumulator; avg has three (float8_accum's
-// N, Sx and Sxx), the first marked kAccAvg and the next two kAccFollow.
-// kAccSelect: a guarded value (SelectGuard), whose override factor is on
-// side 1 of the Shape (kAccSelectSide1) while planning, and on the probe
-// side (kAccSelectProbe) in the plan.
-enum AccFlags {
-  kAccNullZero = 1,
-  kAccF4 = 2,
-  kAccCount = 4,
-  kAccAvg = 8,
-  kAccFollow = 16,
-  kAccSelect = 32,
-  kAccSelectSide1 = 64,
-  kAccSelectProbe = 128
+// How one output aggregate adds its pairs.
+struct AccSpec {
+  AccKind kind;
+  bool null_zero;     // of COALESCE(term, 0): a pair whose term is NULL adds 0
+  int override_side;  // kSumSelect, kAvgSelect: the side of the override factor; else -1
 };
 
-// shape.cpp: the checks that decide whether the node computes a query.
-struct Shape {
-  List *keys[2] = {NIL, NIL};  // join key expressions per side
-  List *eq = NIL, *hash[2] = {NIL, NIL}, *coll = NIL, *probe_first = NIL;
-  List *gexprs = NIL, *gside = NIL, *geq = NIL, *ghash = NIL, *gcoll = NIL;
-  List *factors[2] = {NIL, NIL};
-  List *null_zero = NIL;
-  List *extra = NIL, *extra_ri = NIL;  // other join conditions (over group keys: checked by KeyQuals)
-  List *aggrefs = NIL;                 // the Aggrefs, in factor order
+// What the node computes: made by the planner hook (shape.cpp, path.cpp),
+// carried by the path (ContractionPath), written into custom_private by
+// ToPrivate and read back by FromPrivate (private.cpp, the only code that
+// touches custom_private). Expressions are over the query's Vars in the
+// path; in the plan, each side's are over its child's output (OUTER_VAR)
+// and key_quals over the scan tuple's keys (INDEX_VAR): PlanContraction.
+struct ContractionPlan {
+  // The join's equalities, one entry per clause.
+  List *join_keys[2] = {NIL, NIL};  // each side's operand
+  List *join_hash[2] = {NIL, NIL};  // each side's hash function (oid)
+  List *join_eq = NIL;              // the equality function (oid)
+  List *join_coll = NIL;            // its collation (oid)
+  List *probe_first = NIL;          // int: 1 where the clause's left operand is side 1's
+  // The group keys, in the scan tuple's order.
+  List *group_keys = NIL;
+  List *group_side = NIL;  // int: each key's side
+  List *group_eq = NIL, *group_hash = NIL, *group_coll = NIL;
+  // The output aggregates, in the scan tuple's order (after the keys).
+  List *factors[2] = {NIL, NIL};  // each side's factor of each (float8 or float4)
+  List *accs = NIL;               // AccSpec *: how each adds its pairs
+  // The join's other conditions: over the group keys alone (KeyQuals).
+  List *key_quals = NIL;
+  // row_number() OVER () of the groups, the scan tuple's last column
+  // (NumberGroups).
+  bool numbered = false;
+  // The build side's factors may raise: computed on a build row's first
+  // pair, not at the build (LazyFactors).
+  bool lazy_factors = false;
+  // Planning only: not in custom_private.
+  Relids rels[2] = {nullptr, nullptr};  // each side's relations
+  List *key_qual_ris = NIL;             // key_quals' RestrictInfos (their selectivity)
+  List *aggrefs = NIL;                  // the Aggrefs, in the order of accs
 };
+
+// The node's path: a CustomPath carrying the plan it stands for.
+struct ContractionPath {
+  CustomPath path;
+  ContractionPlan plan;
+};
+
+// custom_private of the plan p, a list of copies; and back (private.cpp).
+List *ToPrivate(const ContractionPlan *p);
+void FromPrivate(List *priv, ContractionPlan *p);
+
+// --- planning ------------------------------------------------------------------
 
 // Why a query keeps PostgreSQL's plan: the value a check returns where it
 // decides, for its caller to log, show or pass on (as Citus's deferred
@@ -172,10 +173,11 @@ constexpr Refusal kFits{nullptr};
 // Whether evaluating n might raise an error (not leakproof).
 bool MayRaise(Node *n);
 
-// The shape of the query over the split into `sides` joined by `clauses`,
-// into *s: its join keys, group keys, other join conditions and the
-// aggregates of `target`; or why the node cannot compute it.
-Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, Shape *s);
+// The plan of the query over the split into `sides` joined by `clauses`,
+// into *p in the split's order: its join keys, group keys, other join
+// conditions and the aggregates of `target`; or why the node cannot compute
+// it (shape.cpp: the checks that decide).
+Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, ContractionPlan *p);
 
 // path.cpp: the planner hook, and the window functions NumberGroups takes in.
 // Whether n is computed from the node's scan tuple alone: its group keys,

@@ -9,6 +9,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/nodeCustom.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/lsyscache.h"
 }
@@ -62,6 +63,21 @@ Oid *Oids(List *oids) {
   return o;
 }
 
+// Each side's factors, one per accumulator slot: an avg's first slot has
+// its factor, its next two (Sx and Sxx, accumulated with N) a 1 never read.
+List *SlotFactors(List *factors, List *accs) {
+  List *slots = NIL;
+  ListCell *lf, *la;
+  forboth(lf, factors, la, accs) {
+    slots = lappend(slots, lfirst(lf));
+    AccKind k = static_cast<const AccSpec *>(lfirst(la))->kind;
+    for (int follow = 0; (k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect) && follow < 2;
+         follow++)
+      slots = lappend(slots, makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, true));
+  }
+  return slots;
+}
+
 }  // namespace
 
 Node *CreateState(CustomScan *cs) {
@@ -73,7 +89,8 @@ Node *CreateState(CustomScan *cs) {
 void Begin(CustomScanState *node, EState *estate, int eflags) {
   State *st = reinterpret_cast<State *>(node);
   CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
-  List *priv = cs->custom_private;
+  ContractionPlan plan;
+  FromPrivate(cs->custom_private, &plan);
   int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
   node->custom_ps = list_make2(ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags),
                                ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags));
@@ -88,16 +105,17 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     node->custom_ps = lappend(node->custom_ps, st->fallback);
   }
   PlanState *ps = &node->ss.ps;
-  st->bkeys = InitExprs(static_cast<List *>(list_nth(priv, kBuildKeys)), ps);
-  st->pkeys = InitExprs(static_cast<List *>(list_nth(priv, kProbeKeys)), ps);
-  st->bfactors = InitExprs(static_cast<List *>(list_nth(priv, kBuildFactors)), ps);
-  st->pfactors = InitExprs(static_cast<List *>(list_nth(priv, kProbeFactors)), ps);
-  st->quals = ExecInitQual(static_cast<List *>(list_nth(priv, kKeyQuals)), ps);
+  List *factors[2] = {SlotFactors(plan.factors[kBuild], plan.accs), SlotFactors(plan.factors[kProbe], plan.accs)};
+  st->bkeys = InitExprs(plan.join_keys[kBuild], ps);
+  st->pkeys = InitExprs(plan.join_keys[kProbe], ps);
+  st->bfactors = InitExprs(factors[kBuild], ps);
+  st->pfactors = InitExprs(factors[kProbe], ps);
+  st->quals = ExecInitQual(plan.key_quals, ps);
   st->nk = st->bkeys.n;
   st->nagg = st->bfactors.n;
-  st->numbered = intVal(list_nth(priv, kNumbered)) != 0;
+  st->numbered = plan.numbered;
   st->rownum = 0;
-  st->lazy = intVal(list_nth(priv, kLazyFactors)) != 0;
+  st->lazy = plan.lazy_factors;
   if (st->lazy) {
     st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(node->custom_ps)));
     st->bnatts = st->btd->natts;
@@ -106,10 +124,10 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     st->lfv = static_cast<Datum *>(palloc0(sizeof(Datum) * (st->nagg + 1)));
     st->lfn = static_cast<bool *>(palloc0(st->nagg + 1));
   }
-  st->eq = Fns(static_cast<List *>(list_nth(priv, kEqFns)));
-  st->bhash = Fns(static_cast<List *>(list_nth(priv, kBuildHash)));
-  st->phash = Fns(static_cast<List *>(list_nth(priv, kProbeHash)));
-  st->kcoll = Oids(static_cast<List *>(list_nth(priv, kKeyColl)));
+  st->eq = Fns(plan.join_eq);
+  st->bhash = Fns(plan.join_hash[kBuild]);
+  st->phash = Fns(plan.join_hash[kProbe]);
+  st->kcoll = Oids(plan.join_coll);
   st->probe_first = static_cast<bool *>(palloc0(st->nk + 1));
   // Integer join keys: compared (and, all of them so, hashed) without a
   // function call per pair of rows.
@@ -118,7 +136,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   {
     int k = 0;
     ListCell *le;
-    foreach (le, static_cast<List *>(list_nth(priv, kEqFns))) {
+    foreach (le, plan.join_eq) {
       st->datum_eq[k] = IntegerEquality(lfirst_oid(le));
       st->int_keys = st->int_keys && st->datum_eq[k++];
     }
@@ -127,43 +145,43 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->kbyval = static_cast<bool *>(palloc0(st->nk + 1));
   ListCell *lc;
   int i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFirst))) st->probe_first[i++] = lfirst_int(lc) != 0;
+  foreach (lc, plan.probe_first) st->probe_first[i++] = lfirst_int(lc) != 0;
   st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
   st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
   st->kind = static_cast<uint8 *>(palloc0(st->nagg + 1));
   st->sel = static_cast<bool *>(palloc0(st->nagg + 1));
   st->sel_probe = static_cast<bool *>(palloc0(st->nagg + 1));
-  st->nout = 0;
+  st->nout = list_length(plan.accs);
   st->plain = true;
   i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
-    int f = lfirst_int(lc);
-    st->null_zero[i] = (f & kAccNullZero) != 0;
-    st->f4[i] = (f & kAccF4) != 0;
-    st->kind[i] = static_cast<uint8>(f & (kAccCount | kAccAvg | kAccFollow));
-    st->sel[i] = (f & kAccSelect) != 0;
-    st->sel_probe[i] = (f & kAccSelectProbe) != 0;
-    if (!(f & kAccFollow)) st->nout++;
-    st->plain = st->plain && !st->f4[i] && st->kind[i] == 0 && !st->sel[i];
+  foreach (lc, plan.accs) {
+    const AccSpec *a = static_cast<const AccSpec *>(lfirst(lc));
+    AccKind k = a->kind;
+    bool avg = k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect;
+    st->null_zero[i] = a->null_zero;
+    st->f4[i] = k == AccKind::kSumFloat4 || k == AccKind::kAvgFloat4;
+    st->kind[i] = k == AccKind::kCount ? kAccCount : avg ? kAccAvg : 0;
+    st->sel[i] = k == AccKind::kSumSelect || k == AccKind::kAvgSelect;
+    st->sel_probe[i] = a->override_side == kProbe;
+    st->plain = st->plain && k == AccKind::kSum;
     i++;
+    for (int follow = 0; avg && follow < 2; follow++) st->kind[i++] = kAccFollow;
   }
   st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));
   st->pf4 = static_cast<bool *>(palloc0(st->nagg + 1));
   i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kBuildFactors)))
-    st->bf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  foreach (lc, factors[kBuild]) st->bf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
   i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kProbeFactors)))
-    st->pf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  foreach (lc, factors[kProbe]) st->pf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
   i = 0;
-  foreach (lc, static_cast<List *>(list_nth(priv, kBuildKeys)))
+  foreach (lc, plan.join_keys[kBuild])
     get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
   // Group keys: per side, with the type's equality and hash functions.
-  List *gexprs = static_cast<List *>(list_nth(priv, kGroupExprs));
-  List *gside = static_cast<List *>(list_nth(priv, kGroupSide));
-  FmgrInfo *geq = Fns(static_cast<List *>(list_nth(priv, kGroupEq)));
-  FmgrInfo *ghash = Fns(static_cast<List *>(list_nth(priv, kGroupHash)));
-  Oid *gcoll = Oids(static_cast<List *>(list_nth(priv, kGroupColl)));
+  List *gexprs = plan.group_keys;
+  List *gside = plan.group_side;
+  FmgrInfo *geq = Fns(plan.group_eq);
+  FmgrInfo *ghash = Fns(plan.group_hash);
+  Oid *gcoll = Oids(plan.group_coll);
   st->ng = list_length(gexprs);
   st->gside = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
   st->gpos = static_cast<int *>(palloc0(sizeof(int) * (st->ng + 1)));
@@ -190,7 +208,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   for (int g = 0; g < st->ng; g++) {
     KeyTable *t = &st->g[st->gside[g]];
     int j = st->gpos[g];
-    t->integers = t->integers && IntegerEquality(list_nth_oid(static_cast<List *>(list_nth(priv, kGroupEq)), g));
+    t->integers = t->integers && IntegerEquality(list_nth_oid(plan.group_eq, g));
     t->hash[j] = ghash[g];
     t->eq[j] = geq[g];
     t->coll[j] = gcoll[g];

@@ -17,6 +17,11 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
+// The per-slot kind of an accumulator: an output aggregate has one slot;
+// avg has three (float8_accum's N, Sx and Sxx), the first kAccAvg and the
+// next two kAccFollow.
+enum AccSlotKind : uint8 { kAccSum = 0, kAccCount = 4, kAccAvg = 8, kAccFollow = 16 };
+
 // Expressions over a child's tuple (OUTER_VAR), evaluated per input row.
 // Where each is a plain Var of the child's output or a constant (the other
 // side's 1 of a count or of a sum of one side), its value is read from the

@@ -15,29 +15,29 @@ namespace ddx::pg::contraction {
 void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   State *st = reinterpret_cast<State *>(node);
   CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
-  List *priv = cs->custom_private;
-  ExplainPropertyInteger("Join Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kBuildKeys))), es);
-  ExplainPropertyInteger("Group Keys", nullptr, list_length(static_cast<List *>(list_nth(priv, kGroupExprs))), es);
+  ContractionPlan plan;
+  FromPrivate(cs->custom_private, &plan);
+  ExplainPropertyInteger("Join Keys", nullptr, list_length(plan.join_keys[kBuild]), es);
+  ExplainPropertyInteger("Group Keys", nullptr, list_length(plan.group_keys), es);
   {
     int sums = 0, counts = 0, avgs = 0;
     ListCell *lc;
-    foreach (lc, static_cast<List *>(list_nth(priv, kNullZero))) {
-      int f = lfirst_int(lc);
-      if (f & kAccCount)
+    foreach (lc, plan.accs) {
+      AccKind k = static_cast<const AccSpec *>(lfirst(lc))->kind;
+      if (k == AccKind::kCount)
         counts++;
-      else if (f & kAccAvg)
+      else if (k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect)
         avgs++;
-      else if (!(f & kAccFollow))
+      else
         sums++;
     }
     ExplainPropertyInteger("Sums", nullptr, sums, es);
     if (counts) ExplainPropertyInteger("Counts", nullptr, counts, es);
     if (avgs) ExplainPropertyInteger("Averages", nullptr, avgs, es);
   }
-  if (intVal(list_nth(priv, kNumbered))) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
-  if (intVal(list_nth(priv, kLazyFactors)))
-    ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
-  if (List *quals = static_cast<List *>(list_nth(priv, kKeyQuals))) {
+  if (plan.numbered) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
+  if (plan.lazy_factors) ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
+  if (List *quals = plan.key_quals) {
     // (deparsed against the node's scan tuple, whose columns are the keys)
     List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);
     ExplainPropertyText("Key Condition",

@@ -1,5 +1,6 @@
 // The planner hook: where the node is considered, its children, its
 // fallback and its cost (contraction.h).
+#include <utility>
 #include "contraction.h"
 
 extern "C" {
@@ -155,6 +156,30 @@ bool WindowFuncs(Node *n, NumberCtx *ctx) {
 
 namespace {
 
+ContractionPath *NewPath() {
+  return reinterpret_cast<ContractionPath *>(newNode(sizeof(ContractionPath), T_CustomPath));
+}
+
+// Puts the build side `build` of the plan p, whose sides are the split's,
+// at 0 and the probe side at 1.
+void OrientSides(ContractionPlan *p, int build) {
+  if (build == kBuild) return;
+  std::swap(p->join_keys[0], p->join_keys[1]);
+  std::swap(p->join_hash[0], p->join_hash[1]);
+  std::swap(p->factors[0], p->factors[1]);
+  std::swap(p->rels[0], p->rels[1]);
+  List *probe_first = NIL, *group_side = NIL;
+  ListCell *lc;
+  foreach (lc, p->probe_first) probe_first = lappend_int(probe_first, 1 - lfirst_int(lc));
+  foreach (lc, p->group_side) group_side = lappend_int(group_side, 1 - lfirst_int(lc));
+  p->probe_first = probe_first;
+  p->group_side = group_side;
+  foreach (lc, p->accs) {
+    AccSpec *a = static_cast<AccSpec *>(lfirst(lc));
+    if (a->override_side >= 0) a->override_side = 1 - a->override_side;
+  }
+}
+
 // row_number() OVER () over the node's groups, numbered by the node as it
 // emits them (without ORDER BY, any order is row_number()'s), instead of a
 // WindowAgg over its output: a program numbers a saved aggregate's groups
@@ -166,31 +191,30 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   if (list_length(parse->windowClause) != 1) return;
   WindowClause *wc = linitial_node(WindowClause, parse->windowClause);
   if (wc->partitionClause || wc->orderClause) return;
-  CustomPath *node = nullptr;
+  ContractionPath *node = nullptr;
   ListCell *lc;
   foreach (lc, input_rel->pathlist) {
     Path *x = static_cast<Path *>(lfirst(lc));
     if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &ddx::pg::kContractionPathMethods)
-      node = reinterpret_cast<CustomPath *>(x);
+      node = reinterpret_cast<ContractionPath *>(x);
   }
   // (the window's output target, as its WindowAgg paths have it)
   PathTarget *target = nullptr;
   foreach (lc, output_rel->pathlist)
     if (IsA(lfirst(lc), WindowAggPath)) target = static_cast<Path *>(lfirst(lc))->pathtarget;
   if (!node || !target || contain_volatile_functions(reinterpret_cast<Node *>(target->exprs))) return;
-  NumberCtx ctx{static_cast<List *>(list_nth(node->custom_private, kGroupExprs)),
-                static_cast<List *>(list_nth(node->custom_private, kNPriv)), NIL, wc->winref};
+  NumberCtx ctx{node->plan.group_keys, node->plan.aggrefs, NIL, wc->winref};
   if (NotOverGroups(reinterpret_cast<Node *>(target->exprs), &ctx) || !ctx.wfuncs) return;
-  CustomPath *cp = makeNode(CustomPath);
-  *cp = *node;
+  ContractionPath *numbered = NewPath();
+  *numbered = *node;
+  numbered->plan.numbered = true;
+  CustomPath *cp = &numbered->path;
   cp->path.parent = output_rel;
   cp->path.pathtarget = target;
-  cp->custom_private = list_copy(node->custom_private);
-  list_nth_cell(cp->custom_private, kNumbered)->ptr_value = makeInteger(1);
   Path *fallback = reinterpret_cast<Path *>(create_windowagg_path(
-      root, output_rel, static_cast<Path *>(lthird(node->custom_paths)), target, ctx.wfuncs, wc, NIL, true));
-  cp->custom_paths = list_make3(linitial(node->custom_paths), lsecond(node->custom_paths), fallback);
-  cp->path.parallel_safe = node->path.parallel_safe && fallback->parallel_safe;
+      root, output_rel, static_cast<Path *>(lthird(node->path.custom_paths)), target, ctx.wfuncs, wc, NIL, true));
+  cp->custom_paths = list_make3(linitial(node->path.custom_paths), lsecond(node->path.custom_paths), fallback);
+  cp->path.parallel_safe = node->path.path.parallel_safe && fallback->parallel_safe;
   add_path(output_rel, &cp->path);
 }
 
@@ -214,7 +238,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   }
   RelOptInfo *rels[2];
   Relids sides[2];
-  Shape shape;
+  ContractionPlan shape;
   List *splits = JoinSplits(root, input_rel);
   if (!splits) {
     Note(Refusal{"not an inner join"});
@@ -234,7 +258,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
       Note(Refusal{"a side without an unparameterized path"});
       continue;
     }
-    shape = Shape();
+    shape = ContractionPlan();
     Refusal r = ShapeOf(root, x->clauses, sides, output_rel->reltarget, &shape);
     if (!r) {
       fits = true;
@@ -255,7 +279,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   bool fraise[2], kraise[2] = {false, false};
   for (int s = 0; s < 2; s++) fraise[s] = MayRaise(reinterpret_cast<Node *>(shape.factors[s]));
   ListCell *lg, *lgs;
-  forboth(lg, shape.gexprs, lgs, shape.gside) kraise[lfirst_int(lgs)] =
+  forboth(lg, shape.group_keys, lgs, shape.group_side) kraise[lfirst_int(lgs)] =
       kraise[lfirst_int(lgs)] || MayRaise(static_cast<Node *>(lfirst(lg)));
   bool raises[2] = {fraise[0] || kraise[0], fraise[1] || kraise[1]};
   if (raises[b] && !raises[1 - b]) b = 1 - b;
@@ -267,7 +291,7 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
     return;
   }
   bool lazy = fraise[b];
-  if (shape.extra && kraise[1 - b]) {
+  if (shape.key_quals && kraise[1 - b]) {
     // (the streamed side's group keys are computed on a row's first pair,
     // before the key conditions that read them)
     Note(
@@ -293,7 +317,8 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
       parse->groupClause ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, groups));
 
   Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
-  CustomPath *cp = makeNode(CustomPath);
+  ContractionPath *node = NewPath();
+  CustomPath *cp = &node->path;
   cp->path.pathtype = T_CustomScan;
   cp->path.parent = output_rel;
   cp->path.pathtarget = output_rel->reltarget;
@@ -313,58 +338,24 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   // The pairs the equalities join: the join's rows before its other
   // conditions.
   double pairs = input_rel->rows;
-  if (shape.extra_ri) {
-    Selectivity sel = clauselist_selectivity(root, shape.extra_ri, 0, JOIN_INNER, nullptr);
+  if (shape.key_qual_ris) {
+    Selectivity sel = clauselist_selectivity(root, shape.key_qual_ris, 0, JOIN_INNER, nullptr);
     pairs /= Max(sel, 1e-4);
   }
   // Costs as the hash join and hash aggregate price the same work, without
   // their per-join-row tuple costs: each input row's keys hashed, each pair
   // one multiplication and addition per sum, each group a tuple.
   cp->path.startup_cost = bp->total_cost + pp->total_cost +
-                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(shape.keys[b]), 1) +
+                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(shape.join_keys[b]), 1) +
                           cpu_operator_cost * pairs * nagg;
   cp->path.total_cost = cp->path.startup_cost + cpu_tuple_cost * groups;
   cp->path.pathkeys = NIL;
   cp->flags = 0;
   cp->custom_paths = list_make3(bp, pp, fallback);
-  List *priv = NIL;
-  const int order[2] = {b, p};
-  for (int side : order) {  // (a side's relids, as a list: a Bitmapset is not a Node here)
-    List *ids = NIL;
-    int k = -1;
-    while ((k = bms_next_member(sides[side], k)) >= 0) ids = lappend_int(ids, k);
-    priv = lappend(priv, ids);
-  }
-  priv = lappend(priv, shape.keys[b]);
-  priv = lappend(priv, shape.keys[p]);
-  priv = lappend(priv, shape.eq);
-  priv = lappend(priv, shape.hash[b]);
-  priv = lappend(priv, shape.hash[p]);
-  priv = lappend(priv, shape.coll);
-  List *pf = NIL;  // 1 where the clause's left operand is the probe side's
-  foreach (lc, shape.probe_first) pf = lappend_int(pf, (b == 0) ? lfirst_int(lc) : 1 - lfirst_int(lc));
-  priv = lappend(priv, pf);
-  priv = lappend(priv, shape.gexprs);
-  List *gs = NIL;  // 0 build, 1 probe
-  foreach (lc, shape.gside) gs = lappend_int(gs, lfirst_int(lc) == b ? 0 : 1);
-  priv = lappend(priv, gs);
-  priv = lappend(priv, shape.geq);
-  priv = lappend(priv, shape.ghash);
-  priv = lappend(priv, shape.gcoll);
-  priv = lappend(priv, shape.factors[b]);
-  priv = lappend(priv, shape.factors[p]);
-  List *flags = NIL;  // (a select's override side: from the Shape's side 1 to the probe side)
-  foreach (lc, shape.null_zero) {
-    int f = lfirst_int(lc);
-    if (f & kAccSelect) f = (f & ~kAccSelectSide1) | (((f & kAccSelectSide1) ? 1 : 0) == p ? kAccSelectProbe : 0);
-    flags = lappend_int(flags, f);
-  }
-  priv = lappend(priv, flags);
-  priv = lappend(priv, shape.extra);
-  priv = lappend(priv, makeInteger(0));
-  priv = lappend(priv, makeInteger(lazy ? 1 : 0));
-  priv = lappend(priv, shape.aggrefs);
-  cp->custom_private = priv;
+  for (int s = 0; s < 2; s++) shape.rels[s] = sides[s];
+  shape.lazy_factors = lazy;
+  OrientSides(&shape, b);
+  node->plan = shape;
   cp->methods = &ddx::pg::kContractionPathMethods;
   elog(DEBUG1, "ddx contraction considered: cost %.1f against %.1f", cp->path.total_cost, best->total_cost);
   add_path(output_rel, &cp->path);

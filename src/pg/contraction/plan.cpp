@@ -17,7 +17,7 @@ namespace {
 // Var (varno, attno) of `side` -> OUTER_VAR at its position in the child's
 // target list.
 struct MapCtx {
-  List *varnos;  // the side's relids
+  Relids rels;  // the side's
   List *tlist;
   bool missing;
 };
@@ -30,7 +30,7 @@ Node *MapVars(Node *n, MapCtx *ctx) {
     foreach (lc, ctx->tlist) {
       TargetEntry *te = lfirst_node(TargetEntry, lc);
       if (IsA(te->expr, Var) && castNode(Var, te->expr)->varno == v->varno &&
-          castNode(Var, te->expr)->varattno == v->varattno && list_member_int(ctx->varnos, v->varno))
+          castNode(Var, te->expr)->varattno == v->varattno && bms_is_member(v->varno, ctx->rels))
         return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, v->vartype, v->vartypmod, v->varcollid, 0));
     }
     ctx->missing = true;
@@ -62,10 +62,25 @@ Node *KeyVars(Node *n, KeyCtx *ctx) {
   return expression_tree_mutator(n, reinterpret_cast<Node *(*)()>(KeyVars), ctx);
 }
 
+// Each of `exprs` over the output of the child `child` of the side of rels.
+List *OverChild(List *exprs, Relids rels, Plan *child) {
+  List *mapped = NIL;
+  ListCell *lc;
+  foreach (lc, exprs) {
+    MapCtx ctx{rels, child->targetlist, false};
+    Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(lc))), &ctx);
+    if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
+    fix_opfuncids(m);
+    mapped = lappend(mapped, m);
+  }
+  return mapped;
+}
+
 }  // namespace
 
 Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
                       List *custom_plans) {
+  const ContractionPlan *path = &reinterpret_cast<ContractionPath *>(best)->plan;
   CustomScan *cs = makeNode(CustomScan);
   cs->scan.plan.targetlist = tlist;
   cs->scan.plan.qual = NIL;
@@ -73,18 +88,17 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
   cs->flags = best->flags;
   cs->methods = &ddx::pg::kContractionScanMethods;
   cs->custom_plans = custom_plans;
-  List *priv = best->custom_private;
   // The scan tuple: the group keys, then the sums.
   List *scan = NIL;
   ListCell *lc;
   AttrNumber resno = 1;
-  foreach (lc, static_cast<List *>(list_nth(priv, kGroupExprs)))
+  foreach (lc, path->group_keys)
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
-  foreach (lc, static_cast<List *>(list_nth(priv, kNPriv)))
+  foreach (lc, path->aggrefs)
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
   // (numbered: then row_number(), which setrefs.c finds here for the
   // target list's, so that it is never evaluated as a WindowFunc)
-  if (intVal(list_nth(priv, kNumbered))) {
+  if (path->numbered) {
     NumberCtx nc{NIL, NIL, NIL, 0};
     (void)WindowFuncs(reinterpret_cast<Node *>(tlist), &nc);
     if (list_length(nc.wfuncs) != 1) elog(ERROR, "ddx contraction: not one row_number() to number the groups by");
@@ -92,42 +106,25 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
                    makeTargetEntry(static_cast<Expr *>(copyObjectImpl(linitial(nc.wfuncs))), resno++, nullptr, false));
   }
   cs->custom_scan_tlist = scan;
-  // Expressions of each side over its child's output.
-  List *out = NIL;
-  for (int i = 0; i < kNPriv; i++) {
-    Node *x = static_cast<Node *>(list_nth(priv, i));
-    int side = -1;
-    if (i == kBuildKeys || i == kBuildFactors) side = 0;
-    if (i == kProbeKeys || i == kProbeFactors) side = 1;
-    if (i == kGroupExprs) side = 2;
-    if (i == kKeyQuals) {
-      KeyCtx kc{static_cast<List *>(list_nth(priv, kGroupExprs)), false};
-      Node *m = KeyVars(static_cast<Node *>(copyObjectImpl(x)), &kc);
-      if (kc.missing) elog(ERROR, "ddx contraction: a join condition reads more than the group keys");
-      fix_opfuncids(m);
-      out = lappend(out, m);
-      continue;
-    }
-    if (side < 0) {
-      out = lappend(out, copyObjectImpl(x));
-      continue;
-    }
-    List *mapped = NIL;
-    ListCell *le;
-    int g = 0;
-    foreach (le, reinterpret_cast<List *>(x)) {
-      int s = side;
-      if (side == 2) s = list_nth_int(static_cast<List *>(list_nth(priv, kGroupSide)), g++);
-      Plan *child = static_cast<Plan *>(list_nth(custom_plans, s));
-      MapCtx ctx{static_cast<List *>(list_nth(priv, s == 0 ? kBuildRels : kProbeRels)), child->targetlist, false};
-      Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(le))), &ctx);
-      if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
-      fix_opfuncids(m);
-      mapped = lappend(mapped, m);
-    }
-    out = lappend(out, mapped);
+  // Expressions of each side over its child's output; the join's other
+  // conditions over the scan tuple's keys.
+  ContractionPlan plan = *path;
+  Plan *children[2] = {static_cast<Plan *>(linitial(custom_plans)), static_cast<Plan *>(lsecond(custom_plans))};
+  for (int side = 0; side < 2; side++) {
+    plan.join_keys[side] = OverChild(path->join_keys[side], path->rels[side], children[side]);
+    plan.factors[side] = OverChild(path->factors[side], path->rels[side], children[side]);
   }
-  cs->custom_private = out;
+  plan.group_keys = NIL;
+  ListCell *ls;
+  forboth(lc, path->group_keys, ls, path->group_side) {
+    int side = lfirst_int(ls);
+    plan.group_keys = list_concat(plan.group_keys, OverChild(list_make1(lfirst(lc)), path->rels[side], children[side]));
+  }
+  KeyCtx kc{path->group_keys, false};
+  plan.key_quals = reinterpret_cast<List *>(KeyVars(static_cast<Node *>(copyObjectImpl(path->key_quals)), &kc));
+  if (kc.missing) elog(ERROR, "ddx contraction: a join condition reads more than the group keys");
+  fix_opfuncids(reinterpret_cast<Node *>(plan.key_quals));
+  cs->custom_private = ToPrivate(&plan);
   return &cs->scan.plan;
 }
 

@@ -110,7 +110,7 @@ int SideOf(PlannerInfo *root, Node *e, const Relids sides[2], int none) {
   return -1;
 }
 
-Refusal JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape *s) {
+Refusal JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], ContractionPlan *s) {
   ListCell *lc;
   foreach (lc, clauses) {
     RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
@@ -128,16 +128,16 @@ Refusal JoinKeys(PlannerInfo *root, List *clauses, const Relids sides[2], Shape 
       if (ForbiddenWalker(reinterpret_cast<Node *>(ri->clause), nullptr) ||
           contain_volatile_functions(reinterpret_cast<Node *>(ri->clause)))
         return Refusal{"a join condition with a volatile function, a sublink or a parameter of a subplan"};
-      s->extra = lappend(s->extra, ri->clause);
-      s->extra_ri = lappend(s->extra_ri, ri);
+      s->key_quals = lappend(s->key_quals, ri->clause);
+      s->key_qual_ris = lappend(s->key_qual_ris, ri);
       continue;
     }
-    s->keys[ls] = lappend(s->keys[ls], l);
-    s->keys[rs] = lappend(s->keys[rs], r);
-    s->hash[ls] = lappend_oid(s->hash[ls], lh);
-    s->hash[rs] = lappend_oid(s->hash[rs], rh);
-    s->eq = lappend_oid(s->eq, get_opcode(op->opno));
-    s->coll = lappend_oid(s->coll, op->inputcollid);
+    s->join_keys[ls] = lappend(s->join_keys[ls], l);
+    s->join_keys[rs] = lappend(s->join_keys[rs], r);
+    s->join_hash[ls] = lappend_oid(s->join_hash[ls], lh);
+    s->join_hash[rs] = lappend_oid(s->join_hash[rs], rh);
+    s->join_eq = lappend_oid(s->join_eq, get_opcode(op->opno));
+    s->join_coll = lappend_oid(s->join_coll, op->inputcollid);
     s->probe_first = lappend_int(s->probe_first, ls == 1 ? 1 : 0);
   }
   return kFits;
@@ -149,10 +149,10 @@ bool OverKeys(Node *n, List *gexprs);
 // group keys (attention's k.t <= q.t, with q.t and k.t grouped by), so that
 // it holds for every pair of rows of a group or for none. The node tests it
 // once per group, when the group's first pair of rows joins.
-Refusal KeyQuals(Shape *s) {
+Refusal KeyQuals(ContractionPlan *s) {
   ListCell *lc;
-  foreach (lc, s->extra)
-    if (!OverKeys(static_cast<Node *>(lfirst(lc)), s->gexprs))
+  foreach (lc, s->key_quals)
+    if (!OverKeys(static_cast<Node *>(lfirst(lc)), s->group_keys))
       return Refusal{"a join condition other than an equality that reads more than the GROUP BY keys"};
   return kFits;
 }
@@ -261,6 +261,17 @@ bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of,
   return true;
 }
 
+// The aggregate a, whose factors are in place, as computed by an
+// accumulator of `kind`.
+void AddAggregate(ContractionPlan *p, Aggref *a, AccKind kind, bool null_zero, int override_side) {
+  AccSpec *spec = static_cast<AccSpec *>(palloc(sizeof(AccSpec)));
+  spec->kind = kind;
+  spec->null_zero = null_zero;
+  spec->override_side = override_side;
+  p->accs = lappend(p->accs, spec);
+  p->aggrefs = lappend(p->aggrefs, a);
+}
+
 // An aggregate the node computes over the pairs of rows that join:
 //   sum(float8) of float8mul(f, g) (or float48mul, float84mul: a float4
 //   factor widened exactly as they widen it), or sum(float4) of
@@ -271,7 +282,7 @@ bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of,
 //   float8_accum and float4_accum do (N, Sx and Sxx, whose overflow raises);
 //   count(*), and count(e) with e an expression of one side's columns (or
 //   of none): the pairs where e is not NULL, as a "product" of 1s.
-Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape *s) {
+Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], ContractionPlan *s) {
   Oid fn = a->aggfnoid;
   bool count = fn == F_COUNT_ || fn == F_COUNT_ANY, avg = fn == F_AVG_FLOAT8 || fn == F_AVG_FLOAT4;
   bool f4 = fn == F_SUM_FLOAT4 || fn == F_AVG_FLOAT4;
@@ -285,8 +296,7 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape
     if (side < 0) return Refusal{"a count of an expression of both sides"};
     s->factors[side] = lappend(s->factors[side], NotNullOne(e));
     s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
-    s->aggrefs = lappend(s->aggrefs, a);
-    s->null_zero = lappend_int(s->null_zero, kAccCount);
+    AddAggregate(s, a, AccKind::kCount, false, -1);
     return kFits;
   }
   Node *arg = reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
@@ -301,7 +311,7 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape
     null_zero = true;
   }
   Node *sel_o = nullptr, *sel_d = nullptr;
-  int sel_os = -1, sel_ds = -1, select = 0;
+  int sel_os = -1, sel_ds = -1;
   int side = SideOf(root, arg, sides, 0);
   if (side >= 0) {
     // An expression of one side (or of none): a product with the other
@@ -311,7 +321,6 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape
   } else if (!f4 && SelectGuard(root, arg, sides, &sel_o, &sel_os, &sel_d, &sel_ds)) {
     s->factors[sel_os] = lappend(s->factors[sel_os], sel_o);
     s->factors[sel_ds] = lappend(s->factors[sel_ds], sel_d);
-    select = kAccSelect | (sel_os == 1 ? kAccSelectSide1 : 0);
   } else {
     if (!is_opclause(arg)) return Refusal{"a sum or avg over both sides of something other than a product"};
     OpExpr *op = castNode(OpExpr, arg);
@@ -331,17 +340,14 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Shape
     s->factors[ls] = lappend(s->factors[ls], l);
     s->factors[rs] = lappend(s->factors[rs], r);
   }
-  s->aggrefs = lappend(s->aggrefs, a);
-  s->null_zero =
-      lappend_int(s->null_zero, (null_zero ? kAccNullZero : 0) | (f4 ? kAccF4 : 0) | (avg ? kAccAvg : 0) | select);
-  for (int k = 0; avg && k < 2; k++) {  // Sx and Sxx: accumulated with N, their factors never read
-    for (int side = 0; side < 2; side++) s->factors[side] = lappend(s->factors[side], NotNullOne(nullptr));
-    s->null_zero = lappend_int(s->null_zero, kAccFollow);
-  }
+  AccKind kind = sel_o ? (avg ? AccKind::kAvgSelect : AccKind::kSumSelect)
+                 : f4  ? (avg ? AccKind::kAvgFloat4 : AccKind::kSumFloat4)
+                       : (avg ? AccKind::kAvg : AccKind::kSum);
+  AddAggregate(s, a, kind, null_zero, sel_o ? sel_os : -1);
   return kFits;
 }
 
-Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
+Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) {
   ListCell *lc;
   foreach (lc, root->parse->groupClause) {
     SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
@@ -350,11 +356,11 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
     RegProcedure lh, rh;
     if (side < 0 || !sgc->hashable || !get_op_hash_functions(sgc->eqop, &lh, &rh))
       return Refusal{"a GROUP BY key that is not a hashable expression of one side"};
-    s->gexprs = lappend(s->gexprs, e);
-    s->gside = lappend_int(s->gside, side);
-    s->geq = lappend_oid(s->geq, get_opcode(sgc->eqop));
-    s->ghash = lappend_oid(s->ghash, lh);
-    s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
+    s->group_keys = lappend(s->group_keys, e);
+    s->group_side = lappend_int(s->group_side, side);
+    s->group_eq = lappend_oid(s->group_eq, get_opcode(sgc->eqop));
+    s->group_hash = lappend_oid(s->group_hash, lh);
+    s->group_coll = lappend_oid(s->group_coll, exprCollation(e));
   }
   // A column of the output that is not a GROUP BY key: a plain Var there
   // depends on a primary key grouped by (the parser allows no other), either
@@ -367,7 +373,7 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
   // BY compares it.
   foreach (lc, root->processed_tlist) {
     Node *e = reinterpret_cast<Node *>(lfirst_node(TargetEntry, lc)->expr);
-    if (!IsA(e, Var) || castNode(Var, e)->varlevelsup != 0 || list_member(s->gexprs, e)) continue;
+    if (!IsA(e, Var) || castNode(Var, e)->varlevelsup != 0 || list_member(s->group_keys, e)) continue;
     int side = SideOf(root, e, sides, 0);
     Oid eqop = InvalidOid;
     bool hashable = false;
@@ -375,11 +381,11 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], Shape *s) {
     RegProcedure lh, rh;
     if (side < 0 || !OidIsValid(eqop) || !hashable || !get_op_hash_functions(eqop, &lh, &rh))
       return Refusal{"an output column that depends on a primary key grouped by, of a type without hashing"};
-    s->gexprs = lappend(s->gexprs, e);
-    s->gside = lappend_int(s->gside, side);
-    s->geq = lappend_oid(s->geq, get_opcode(eqop));
-    s->ghash = lappend_oid(s->ghash, lh);
-    s->gcoll = lappend_oid(s->gcoll, exprCollation(e));
+    s->group_keys = lappend(s->group_keys, e);
+    s->group_side = lappend_int(s->group_side, side);
+    s->group_eq = lappend_oid(s->group_eq, get_opcode(eqop));
+    s->group_hash = lappend_oid(s->group_hash, lh);
+    s->group_coll = lappend_oid(s->group_coll, exprCollation(e));
   }
   return kFits;
 }
@@ -407,13 +413,13 @@ bool OverKeysWalker(Node *n, List *gexprs) { return !OverKeys(n, gexprs); }
 struct SumsCtx {
   PlannerInfo *root;
   const Relids *sides;
-  Shape *s;
+  ContractionPlan *s;
   Refusal refusal;  // NodeAggregate's
 };
 bool NotOverSums(Node *n, SumsCtx *ctx) {
   if (!n) return false;
   ListCell *lc;
-  foreach (lc, ctx->s->gexprs)
+  foreach (lc, ctx->s->group_keys)
     if (equal(n, lfirst(lc))) return false;
   if (IsA(n, Aggref)) {
     if (list_member(ctx->s->aggrefs, n)) return false;
@@ -426,7 +432,7 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
 
 // Every entry of the grouped rel's target: a group key, or a stable
 // expression of the keys and our sums (a sum itself, or tanh of one).
-Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], Shape *s) {
+Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2], ContractionPlan *s) {
   ListCell *lc;
   int i = 0;
   foreach (lc, target->exprs) {
@@ -437,7 +443,7 @@ Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2],
     // entries with a sortgroupref are ORDER BY's or DISTINCT's: over the
     // keys and sums as any other.
     if (ref != 0 && get_sortgroupref_clause_noerr(ref, root->parse->groupClause)) continue;
-    if (list_member(s->gexprs, e)) continue;
+    if (list_member(s->group_keys, e)) continue;
     SumsCtx ctx{root, sides, s, kFits};
     if (NotOverSums(e, &ctx)) {
       if (ctx.refusal) return ctx.refusal;
@@ -453,7 +459,7 @@ Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2],
 
 bool MayRaise(Node *n) { return MayRaiseWalker(n, nullptr); }
 
-Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, Shape *s) {
+Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, ContractionPlan *s) {
   if (Refusal r = JoinKeys(root, clauses, sides, s)) return r;
   if (Refusal r = GroupKeys(root, sides, s)) return r;
   if (Refusal r = KeyQuals(s)) return r;
