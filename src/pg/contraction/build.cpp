@@ -65,7 +65,7 @@ void LazyFactors(State *st, uint32 r) {
   Eval(st->bfactors, lec, st->lfv, st->lfn);
   for (int a = 0; a < st->nagg; a++) {
     st->rfnull[r * st->nagg + a] = st->lfn[a];
-    st->rf[r * st->nagg + a] = st->lfn[a] ? 0 : Factor(st->lfv[a], st->bf4[a]);
+    st->rf[r * st->nagg + a] = st->lfn[a] ? 0 : Factor(st->lfv[a], st->bfactors.float4[a]);
   }
   st->rdone[r] = true;
 }
@@ -175,7 +175,7 @@ bool Build(State *st) {
     }
     for (int a = 0; a < nagg; a++) {
       st->rfnull[r * nagg + a] = fn[a];
-      st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bf4[a]);
+      st->rf[r * nagg + a] = fn[a] ? 0 : Factor(fv[a], st->bfactors.float4[a]);
     }
   }
   if (runs && st->nrows > 0) {  // the rows by key: a counting sort, stable
@@ -192,8 +192,8 @@ bool Build(State *st) {
     st->run_null = static_cast<bool *>(Alloc(cxt, nkid + 1));
     memset(st->run_null, 0, nkid + 1);
     int bn = st->lazy ? st->bnatts : 0;
-    Datum *vals = st->lazy ? static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (static_cast<Size>(st->nrows) * bn + 1)))
-                           : nullptr;
+    Datum *vals =
+        st->lazy ? static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (static_cast<Size>(st->nrows) * bn + 1))) : nullptr;
     bool *vnull = st->lazy ? static_cast<bool *>(Alloc(cxt, static_cast<Size>(st->nrows) * bn + 1)) : nullptr;
     for (uint32 r = 0; r < st->nrows; r++) {
       uint32 k = st->rkid[r], to = at[k]++;
@@ -249,7 +249,7 @@ bool Build(State *st) {
   // row whose pairs the conditions all reject must not raise.
   auto probe_factors = [&]() {
     Eval(st->pfactors, ec, fv, fn);
-    for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pf4[a]);
+    for (int a = 0; a < nagg; a++) pf[a] = fn[a] ? 0 : Factor(fv[a], st->pfactors.float4[a]);
     pdone = true;
   };
   // One pair: build row r with the probe row's group gid (its dense row at
@@ -279,44 +279,10 @@ bool Build(State *st) {
     }
     if (!pdone) probe_factors();                        // (a pair the key conditions kept)
     if (st->lazy && !st->rdone[r]) LazyFactors(st, r);  // (likewise)
-    for (int a = 0; a < nagg; a++) {
-      uint8 kind = st->kind[a];
-      if (kind == kAccFollow) continue;
-      if (st->sel[a]) {  // a guarded value: the override's k, else d, else nothing (or COALESCE's 0)
-        bool bn = st->rfnull[r * nagg + a], on_probe = st->sel_probe[a];
-        double bv = st->rf[r * nagg + a];
-        bool on = !(on_probe ? fn[a] : bn), dn = on_probe ? bn : fn[a];
-        if (!on && dn && !st->null_zero[a]) continue;
-        double term = on ? (on_probe ? pf[a] : bv) : dn ? 0.0 : (on_probe ? bv : pf[a]);
-        if (kind == kAccAvg)
-          AvgAccum(&sums[a], hass[a], term);
-        else
-          sums[a] = hass[a] ? float8_pl(sums[a], term) : term;
-        hass[a] = true;
-        continue;
-      }
-      bool nul = fn[a] || st->rfnull[r * nagg + a];
-      if (nul && !st->null_zero[a]) continue;  // a NULL product: skipped, or COALESCE's 0
-      double *s = &sums[a];
-      bool *has = &hass[a];
-      if (kind == kAccCount) {  // (its factors are 1 or NULL: NotNullOne)
-        *s = *has ? *s + 1 : 1;
-        *has = true;
-        continue;
-      }
-      double prod;
-      if (st->f4[a])  // float4mul: rounded to float4
-        prod = nul ? 0.0 : float4_mul(static_cast<float4>(st->rf[r * nagg + a]), static_cast<float4>(pf[a]));
-      else
-        prod = nul ? 0.0 : float8_mul(st->rf[r * nagg + a], pf[a]);
-      if (kind == kAccAvg) {
-        AvgAccum(s, *has, prod);  // (Sx's and Sxx's own flags are never read)
-      } else if (st->f4[a]) {     // float4pl: the sum rounded to float4
-        *s = *has ? float4_pl(static_cast<float4>(*s), static_cast<float4>(prod)) : prod;
-      } else {
-        *s = *has ? float8_pl(*s, prod) : prod;
-      }
-      *has = true;
+    for (int o = 0; o < st->nout; o++) {
+      const Accumulator &acc = st->accs[o];
+      int a = acc.slot;
+      acc.ops->add(acc.spec, st->rf[r * nagg + a], st->rfnull[r * nagg + a], pf[a], fn[a], &sums[a], &hass[a]);
     }
     st->pairs++;
     if ((static_cast<uint64>(st->pairs) & 65535) == 0) {
@@ -372,21 +338,17 @@ bool Build(State *st) {
         double *sum = st->dsum;
         bool *has = st->dhas;
         uint64 touched = 0;
+        const AccSpec &spec = st->accs[0].spec;
         for (uint32 r = from; r < to; r++) {
           uint32 c = base + rg[r];
-          double prod = float8_mul(rf[r], p);
           if (state[c] == 0) {
             state[c] = 1;
             touched++;
           }
-          // (a cell may have pairs but no sum yet: its earlier pairs' products
+          // (the general loop's AddPair, with factors known not NULL; a
+          // cell may have pairs but no sum yet: its earlier pairs' products
           // were NULL, through the general path)
-          if (has[c]) {
-            sum[c] = float8_pl(sum[c], prod);
-          } else {
-            sum[c] = prod;
-            has[c] = true;
-          }
+          AddPair<Term::kProduct, Fold::kSum>(spec, rf[r], false, p, false, &sum[c], &has[c]);
         }
         st->touched += touched;
         uint64 before = static_cast<uint64>(st->pairs);

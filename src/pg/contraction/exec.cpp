@@ -25,6 +25,7 @@ Exprs InitExprs(List *exprs, PlanState *ps) {
   e.att = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (e.n + 1)));
   e.cval = static_cast<Datum *>(palloc0(sizeof(Datum) * (e.n + 1)));
   e.cnull = static_cast<bool *>(palloc0(e.n + 1));
+  e.float4 = static_cast<bool *>(palloc0(e.n + 1));
   e.natts = 0;
   e.direct = true;
   int i = 0;
@@ -32,6 +33,7 @@ Exprs InitExprs(List *exprs, PlanState *ps) {
   foreach (lc, exprs) {
     Node *x = static_cast<Node *>(lfirst(lc));
     e.states = lappend(e.states, ExecInitExpr(reinterpret_cast<Expr *>(x), ps));
+    e.float4[i] = exprType(x) == FLOAT4OID;
     if (IsA(x, Const)) {
       e.cval[i] = castNode(Const, x)->constvalue;
       e.cnull[i] = castNode(Const, x)->constisnull;
@@ -70,9 +72,8 @@ List *SlotFactors(List *factors, List *accs) {
   ListCell *lf, *la;
   forboth(lf, factors, la, accs) {
     slots = lappend(slots, lfirst(lf));
-    AccKind k = static_cast<const AccSpec *>(lfirst(la))->kind;
-    for (int follow = 0; (k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect) && follow < 2;
-         follow++)
+    int n = AccOps(static_cast<const AccSpec *>(lfirst(la))->kind).slots;
+    for (int follow = 1; follow < n; follow++)
       slots = lappend(slots, makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, true));
   }
   return slots;
@@ -146,33 +147,18 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   ListCell *lc;
   int i = 0;
   foreach (lc, plan.probe_first) st->probe_first[i++] = lfirst_int(lc) != 0;
-  st->null_zero = static_cast<bool *>(palloc0(st->nagg + 1));
-  st->f4 = static_cast<bool *>(palloc0(st->nagg + 1));
-  st->kind = static_cast<uint8 *>(palloc0(st->nagg + 1));
-  st->sel = static_cast<bool *>(palloc0(st->nagg + 1));
-  st->sel_probe = static_cast<bool *>(palloc0(st->nagg + 1));
   st->nout = list_length(plan.accs);
-  st->plain = true;
+  st->accs = static_cast<Accumulator *>(palloc0(sizeof(Accumulator) * (st->nout + 1)));
   i = 0;
+  int slot = 0;
   foreach (lc, plan.accs) {
-    const AccSpec *a = static_cast<const AccSpec *>(lfirst(lc));
-    AccKind k = a->kind;
-    bool avg = k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect;
-    st->null_zero[i] = a->null_zero;
-    st->f4[i] = k == AccKind::kSumFloat4 || k == AccKind::kAvgFloat4;
-    st->kind[i] = k == AccKind::kCount ? kAccCount : avg ? kAccAvg : 0;
-    st->sel[i] = k == AccKind::kSumSelect || k == AccKind::kAvgSelect;
-    st->sel_probe[i] = a->override_side == kProbe;
-    st->plain = st->plain && k == AccKind::kSum;
-    i++;
-    for (int follow = 0; avg && follow < 2; follow++) st->kind[i++] = kAccFollow;
+    Accumulator *a = &st->accs[i++];
+    a->spec = *static_cast<const AccSpec *>(lfirst(lc));
+    a->ops = &AccOps(a->spec.kind);
+    a->slot = slot;
+    slot += a->ops->slots;
   }
-  st->bf4 = static_cast<bool *>(palloc0(st->nagg + 1));
-  st->pf4 = static_cast<bool *>(palloc0(st->nagg + 1));
-  i = 0;
-  foreach (lc, factors[kBuild]) st->bf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
-  i = 0;
-  foreach (lc, factors[kProbe]) st->pf4[i++] = exprType(static_cast<Node *>(lfirst(lc))) == FLOAT4OID;
+  st->plain = st->nagg == 1 && st->accs[0].spec.kind == AccKind::kSum;
   i = 0;
   foreach (lc, plan.join_keys[kBuild])
     get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
@@ -265,27 +251,11 @@ TupleTableSlot *Exec(CustomScanState *node) {
   st->emitted = true;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
   KeysToSlot(st, slot, none ? 0 : st->acc.ida[at], none ? 0 : st->acc.idb[at]);
-  for (int a = 0, o = 0; a < st->nagg; a++) {
-    const double *v = none ? nullptr : &st->acc.sum[at * st->nagg + a];
-    bool has = !none && st->acc.has[at * st->nagg + a];
-    Datum *d = &slot->tts_values[st->ng + o];
-    bool *isnull = &slot->tts_isnull[st->ng + o];
-    switch (st->kind[a]) {
-      case kAccFollow:
-        continue;
-      case kAccCount:  // (a group has pairs: 0 where none counted)
-        *isnull = false;
-        *d = Int64GetDatum(has ? static_cast<int64>(v[0]) : 0);
-        break;
-      case kAccAvg:  // float8_avg: Sx / N, NULL where N = 0
-        *isnull = !has || v[0] == 0.0;
-        *d = Float8GetDatum(*isnull ? 0.0 : v[1] / v[0]);
-        break;
-      default:
-        *isnull = !has;
-        *d = st->f4[a] ? Float4GetDatum(static_cast<float4>(has ? v[0] : 0.0)) : Float8GetDatum(has ? v[0] : 0.0);
-    }
-    o++;
+  for (int o = 0; o < st->nout; o++) {
+    const Accumulator &a = st->accs[o];
+    size_t at_slot = static_cast<size_t>(at) * st->nagg + a.slot;
+    a.ops->emit(none ? nullptr : &st->acc.sum[at_slot], !none && st->acc.has[at_slot], &slot->tts_values[st->ng + o],
+                &slot->tts_isnull[st->ng + o]);
   }
   if (st->numbered) {
     slot->tts_isnull[st->ng + st->nout] = false;

@@ -17,11 +17,6 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
-// The per-slot kind of an accumulator: an output aggregate has one slot;
-// avg has three (float8_accum's N, Sx and Sxx), the first kAccAvg and the
-// next two kAccFollow.
-enum AccSlotKind : uint8 { kAccSum = 0, kAccCount = 4, kAccAvg = 8, kAccFollow = 16 };
-
 // Expressions over a child's tuple (OUTER_VAR), evaluated per input row.
 // Where each is a plain Var of the child's output or a constant (the other
 // side's 1 of a count or of a sum of one side), its value is read from the
@@ -34,7 +29,16 @@ struct Exprs {
   AttrNumber *att;  // per expression: its attribute, 0 for a Const
   Datum *cval;      // per expression: a Const's value
   bool *cnull;
+  bool *float4;      // per expression: a float4 (a factor: Factor widens it)
   AttrNumber natts;  // the highest attribute
+};
+
+// An output aggregate's accumulator: its spec, its kind's row of the table,
+// and its first slot among a group's nagg slots (and a row's factors).
+struct Accumulator {
+  AccSpec spec;
+  const AccKindOps *ops;
+  int slot;
 };
 
 struct State {
@@ -50,17 +54,12 @@ struct State {
   bool *probe_first;
   bool *datum_eq;  // per join key: equal exactly when the Datums are (IntegerEquality)
   bool int_keys;   // every join key so: the build rows in runs (jk)
-  // Accumulators (nagg of them, the "sums" below): one per output
-  // aggregate, three for an avg (AccFlags); nout outputs.
+  // The output aggregates' accumulators: nout of them, taking nagg slots
+  // of a group (the "sums" below) and nagg factors of a row.
   int nout;
-  bool *null_zero;  // per accumulator: of COALESCE(f * g, 0)
-  bool *sel;        // per accumulator: a guarded value (SelectGuard), not a product
-  bool *sel_probe;  // ... whose override factor is the probe side's
-  bool *f4;         // per accumulator: of float4mul (a sum's additions in float4 too)
-  bool *bf4, *pf4;  // per accumulator: its build (probe) factor is a float4
-  uint8 *kind;      // per accumulator: 0 a sum, else kAccCount, kAccAvg or kAccFollow
-  bool plain;       // every accumulator a float8 sum (the pairing loop's fast path)
-  int16 *klen;      // the build side's join keys' types
+  Accumulator *accs;
+  bool plain;   // one accumulator, a float8 sum (the pairing loop's fast path)
+  int16 *klen;  // the build side's join keys' types
   bool *kbyval;
   // the build side's rows
   uint32 nrows, rowcap;

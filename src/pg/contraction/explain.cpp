@@ -19,21 +19,14 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   FromPrivate(cs->custom_private, &plan);
   ExplainPropertyInteger("Join Keys", nullptr, list_length(plan.join_keys[kBuild]), es);
   ExplainPropertyInteger("Group Keys", nullptr, list_length(plan.group_keys), es);
-  {
-    int sums = 0, counts = 0, avgs = 0;
+  // Each kind's EXPLAIN property, with how many aggregates are of a kind
+  // that has it: "Sums" always, the others where there are some.
+  const char *labels[] = {"Sums", "Counts", "Averages"};
+  for (const char *label : labels) {
+    int n = 0;
     ListCell *lc;
-    foreach (lc, plan.accs) {
-      AccKind k = static_cast<const AccSpec *>(lfirst(lc))->kind;
-      if (k == AccKind::kCount)
-        counts++;
-      else if (k == AccKind::kAvg || k == AccKind::kAvgFloat4 || k == AccKind::kAvgSelect)
-        avgs++;
-      else
-        sums++;
-    }
-    ExplainPropertyInteger("Sums", nullptr, sums, es);
-    if (counts) ExplainPropertyInteger("Counts", nullptr, counts, es);
-    if (avgs) ExplainPropertyInteger("Averages", nullptr, avgs, es);
+    foreach (lc, plan.accs) n += strcmp(AccOps(static_cast<const AccSpec *>(lfirst(lc))->kind).explain, label) == 0;
+    if (n || label == labels[0]) ExplainPropertyInteger(label, nullptr, n, es);
   }
   if (plan.numbered) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
   if (plan.lazy_factors) ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);

@@ -88,6 +88,46 @@ void AvgAccum(double *s, bool has, double x) {
   s[2] = sxx;
 }
 
+namespace {
+
+void EmitFloat8(const double *s, bool has, Datum *value, bool *isnull) {
+  *isnull = !has;
+  *value = Float8GetDatum(has ? s[0] : 0.0);
+}
+
+void EmitFloat4(const double *s, bool has, Datum *value, bool *isnull) {
+  *isnull = !has;
+  *value = Float4GetDatum(static_cast<float4>(has ? s[0] : 0.0));
+}
+
+// float8_avg: Sx / N, NULL where N = 0.
+void EmitAvg(const double *s, bool has, Datum *value, bool *isnull) {
+  *isnull = !has || s[0] == 0.0;
+  *value = Float8GetDatum(*isnull ? 0.0 : s[1] / s[0]);
+}
+
+// (a group has pairs: 0 where none counted)
+void EmitCount(const double *s, bool has, Datum *value, bool *isnull) {
+  *isnull = false;
+  *value = Int64GetDatum(has ? static_cast<int64>(s[0]) : 0);
+}
+
+const AccKindOps kAccKinds[] = {
+    /* kSum */ {"Sums", 1, AddPair<Term::kProduct, Fold::kSum>, EmitFloat8},
+    /* kSumFloat4 */ {"Sums", 1, AddPair<Term::kProductFloat4, Fold::kSumFloat4>, EmitFloat4},
+    /* kAvg */ {"Averages", 3, AddPair<Term::kProduct, Fold::kAvg>, EmitAvg},
+    /* kAvgFloat4 */ {"Averages", 3, AddPair<Term::kProductFloat4, Fold::kAvg>, EmitAvg},
+    /* kCount */ {"Counts", 1, AddPair<Term::kOne, Fold::kCount>, EmitCount},
+    /* kSumSelect */ {"Sums", 1, AddPair<Term::kSelect, Fold::kSum>, EmitFloat8},
+    /* kAvgSelect */ {"Averages", 3, AddPair<Term::kSelect, Fold::kAvg>, EmitAvg},
+};
+static_assert(sizeof kAccKinds / sizeof kAccKinds[0] == static_cast<size_t>(AccKind::kAvgSelect) + 1,
+              "one row per AccKind");
+
+}  // namespace
+
+const AccKindOps &AccOps(AccKind kind) { return kAccKinds[static_cast<int>(kind)]; }
+
 // Dense groups. After the build, the build side's groups are known; where
 // they are few (kDenseMax), each probe group gets a row of one cell per build
 // group, and a pair's sum is at row + build group id: no hashing per pair,

@@ -1,10 +1,13 @@
-// The groups: pairs of group ids with their sums, in a hash table or in
-// dense cells, and avg's accumulation (groups.cpp).
+// The groups: pairs of group ids with their accumulators, in a hash table
+// or in dense cells; and the accumulator kinds, one row of a table each, with
+// the inline AddPair that both of Build's pairing loops call (groups.cpp).
 #pragma once
+#include "contraction.h"
 
 extern "C" {
 #include "postgres.h"
 
+#include "utils/float.h"
 #include "utils/memutils.h"
 }
 
@@ -30,7 +33,84 @@ struct Acc {  // the groups: a pair of ids and one sum per aggregate
 
 void AccInit(MemoryContext cxt, Acc *a);
 uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool *created);
+
+// --- accumulator kinds ---------------------------------------------------------
+//
+// An output aggregate's accumulator adds each pair of rows that joins (a
+// build row's factor bv, NULL where bn, and a probe row's, pv and pn) to its
+// group's slots: the pair's term (PairTerm), then the term into the slots
+// (FoldTerm). An AccKind is one (term, fold) pair, one row of kAccKinds; a
+// new accepted form adds a row (and, if it needs one, a Term or a Fold), not
+// a flag and a branch in the pairing loop.
+
+// How a pair makes its term: f * g in float8 (float8_mul, which raises on
+// overflow and underflow as PostgreSQL's does), in float4 (float4_mul), a 1
+// (count), or a guarded value (SelectGuard: the override factor where it is
+// not NULL, else the other side's value).
+enum class Term { kProduct, kProductFloat4, kOne, kSelect };
+// How the slots take a term: float8_pl, float4_pl, a count, or avg's
+// float8_accum (N, Sx and Sxx in three slots).
+enum class Fold { kSum, kSumFloat4, kCount, kAvg };
+
+// The pair's term into *term; false where the pair adds nothing (a NULL
+// term, but under COALESCE(term, 0), whose NULL adds 0).
+template <Term T>
+inline bool PairTerm(const AccSpec &a, double bv, bool bn, double pv, bool pn, double *term) {
+  if constexpr (T == Term::kSelect) {
+    bool on_probe = a.override_side == kProbe;
+    bool override_null = on_probe ? pn : bn, value_null = on_probe ? bn : pn;
+    if (override_null && value_null && !a.null_zero) return false;
+    *term = !override_null ? (on_probe ? pv : bv) : value_null ? 0.0 : (on_probe ? bv : pv);
+    return true;
+  } else {
+    bool null = bn || pn;
+    if (null && !a.null_zero) return false;
+    if constexpr (T == Term::kProduct) *term = null ? 0.0 : float8_mul(bv, pv);
+    if constexpr (T == Term::kProductFloat4)  // (rounded to float4, as float4mul's)
+      *term = null ? 0.0 : float4_mul(static_cast<float4>(bv), static_cast<float4>(pv));
+    if constexpr (T == Term::kOne) *term = 1.0;  // (its factors are 1 or NULL: NotNullOne)
+    return true;
+  }
+}
+
 void AvgAccum(double *s, bool has, double x);
+
+// The term into the slots s, *has where they have one already.
+template <Fold F>
+inline void FoldTerm(double *s, bool *has, double term) {
+  if constexpr (F == Fold::kAvg) {
+    AvgAccum(s, *has, term);  // (Sx's and Sxx's own flags are never read)
+    *has = true;
+  } else if (!*has) {
+    *s = F == Fold::kCount ? 1.0 : term;
+    *has = true;
+  } else if constexpr (F == Fold::kSum) {
+    *s = float8_pl(*s, term);
+  } else if constexpr (F == Fold::kSumFloat4) {  // float4pl: the sum rounded to float4
+    *s = float4_pl(static_cast<float4>(*s), static_cast<float4>(term));
+  } else {
+    *s = *s + 1;
+  }
+}
+
+// One pair into the slots s, has of an accumulator `a` of the kind (T, F).
+template <Term T, Fold F>
+inline void AddPair(const AccSpec &a, double bv, bool bn, double pv, bool pn, double *s, bool *has) {
+  double term;
+  if (PairTerm<T>(a, bv, bn, pv, pn, &term)) FoldTerm<F>(s, has, term);
+}
+
+// A row of the table of accumulator kinds (kAccKinds, in AccKind's order).
+struct AccKindOps {
+  const char *explain;  // the EXPLAIN property that counts the kind's aggregates
+  int slots;            // a group's slots for one aggregate (avg: N, Sx, Sxx)
+  // One pair: AddPair<T, F>.
+  void (*add)(const AccSpec &a, double bv, bool bn, double pv, bool pn, double *s, bool *has);
+  // The aggregate's value from its slots s (null where the group has none),
+  // has where a term was added.
+  void (*emit)(const double *s, bool has, Datum *value, bool *isnull);
+};
+const AccKindOps &AccOps(AccKind kind);
 
 // A factor's value as a double: a float4 widened exactly (as float48mul and
 // float84mul widen it; a float4 product narrows it back exactly).
