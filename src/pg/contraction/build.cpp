@@ -89,7 +89,7 @@ bool Build(State *st) {
   bool *fn = static_cast<bool *>(Alloc(cxt, nagg + 1));
   KeyInit(cxt, &st->g[0]);
   KeyInit(cxt, &st->g[1]);
-  AccInit(cxt, &st->acc);
+  GroupTableInit(cxt, &st->groups);
   bool runs = st->int_keys;
   if (runs) {
     KeyTable *t = &st->jk;
@@ -239,7 +239,7 @@ bool Build(State *st) {
   if (OverLimit(st)) return false;
 
   // Stream the probe side.
-  DenseInit(st);
+  DenseInit(&st->dense, st->g[0].n);
   double *pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
   uint32 gid = 0, base = 0;
   bool pdone = false;  // the probe row's factors computed
@@ -257,25 +257,25 @@ bool Build(State *st) {
   auto pair = [&](uint32 r) -> bool {
     double *sums;
     bool *hass;
-    if (st->dense) {
+    if (st->dense.on) {
       uint32 c = base + st->rgid[r];
-      if (st->dstate[c] == 0) {
-        st->dstate[c] = st->quals && !QualsHold(st, st->rgid[r], gid) ? 2 : 1;
-        st->touched++;
+      if (st->dense.state[c] == 0) {
+        st->dense.state[c] = st->quals && !QualsHold(st, st->rgid[r], gid) ? 2 : 1;
+        st->dense.touched++;
       }
-      if (st->dstate[c] == 2) return true;
-      sums = &st->dsum[static_cast<size_t>(c) * nagg];
-      hass = &st->dhas[static_cast<size_t>(c) * nagg];
+      if (st->dense.state[c] == 2) return true;
+      sums = &st->dense.sum[static_cast<size_t>(c) * nagg];
+      hass = &st->dense.has[static_cast<size_t>(c) * nagg];
     } else {
       bool created;
-      uint32 at = AccFind(cxt, &st->acc, nagg, st->rgid[r], gid, &created);
+      uint32 at = GroupFind(cxt, &st->groups, nagg, st->rgid[r], gid, &created);
       if (created && st->quals && !QualsHold(st, st->rgid[r], gid)) {
-        st->acc.ok[at] = false;
-        st->acc.rejected++;
+        st->groups.ok[at] = false;
+        st->groups.rejected++;
       }
-      if (!st->acc.ok[at]) return true;
-      sums = &st->acc.sum[at * nagg];
-      hass = &st->acc.has[at * nagg];
+      if (!st->groups.ok[at]) return true;
+      sums = &st->groups.sum[at * nagg];
+      hass = &st->groups.has[at * nagg];
     }
     if (!pdone) probe_factors();                        // (a pair the key conditions kept)
     if (st->lazy && !st->rdone[r]) LazyFactors(st, r);  // (likewise)
@@ -298,7 +298,7 @@ bool Build(State *st) {
     gid = KeyIntern(cxt, &st->g[1], gv, gn);
     pdone = false;
     if (!st->quals) probe_factors();
-    if (st->dense) (void)DenseRow(st, gid, &base);
+    if (st->dense.on) (void)DenseRow(cxt, &st->dense, &st->groups, nagg, gid, &base);
   };
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(pps);
@@ -327,16 +327,16 @@ bool Build(State *st) {
       if (kid < 0) continue;
       uint32 from = st->run[kid], to = st->run[kid + 1];
       probe_row();
-      if (st->dense && !st->quals && nagg == 1 && st->plain && !fn[0] && !st->lazy && !st->run_null[kid]) {
+      if (st->dense.on && !st->quals && nagg == 1 && st->plain && !fn[0] && !st->lazy && !st->run_null[kid]) {
         // The common case, without the general pair's branches: one float8
         // sum of factors that are not NULL, into dense cells. float8_mul
         // and float8_pl raise on overflow and underflow as PostgreSQL's do.
         double p = pf[0];
         const uint32 *rg = st->rgid;
         const double *rf = st->rf;
-        uint8 *state = st->dstate;
-        double *sum = st->dsum;
-        bool *has = st->dhas;
+        uint8 *state = st->dense.state;
+        double *sum = st->dense.sum;
+        bool *has = st->dense.has;
         uint64 touched = 0;
         const AccSpec &spec = st->accs[0].spec;
         for (uint32 r = from; r < to; r++) {
@@ -350,7 +350,7 @@ bool Build(State *st) {
           // were NULL, through the general path)
           AddPair<Term::kProduct, Fold::kSum>(spec, rf[r], false, p, false, &sum[c], &has[c]);
         }
-        st->touched += touched;
+        st->dense.touched += touched;
         uint64 before = static_cast<uint64>(st->pairs);
         st->pairs += to - from;
         if ((before >> 16) != (static_cast<uint64>(st->pairs) >> 16)) {
@@ -384,7 +384,7 @@ bool Build(State *st) {
       if (!pair(static_cast<uint32>(r))) return false;
     }
   }
-  if (st->dense) DenseToAcc(st, true);
+  if (st->dense.on) DenseToTable(cxt, &st->dense, &st->groups, nagg, true);
   OverLimit(st);
   return true;
 }

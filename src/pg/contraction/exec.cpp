@@ -203,7 +203,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);
   st->limit = get_hash_memory_limit();
   st->built = st->fellback = false;
-  st->how = "none (not run)";
+  st->dense.how = "none (not run)";
   st->emit = 0;
   st->emitted = false;
   st->peak = 0;
@@ -241,21 +241,21 @@ TupleTableSlot *Exec(CustomScanState *node) {
     if (TupIsNull(t)) return nullptr;
     return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
   }
-  while (st->emit < st->acc.n && !st->acc.ok[st->emit]) st->emit++;
+  while (st->emit < st->groups.n && !st->groups.ok[st->emit]) st->emit++;
   // A plain aggregate (no GROUP BY: no group keys) gives one row where no
   // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
   // NULL sums and averages, counts of 0.
-  bool none = st->emit >= st->acc.n;
+  bool none = st->emit >= st->groups.n;
   if (none && (st->ng > 0 || st->emitted)) return nullptr;
   uint32 at = none ? 0 : st->emit++;
   st->emitted = true;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-  KeysToSlot(st, slot, none ? 0 : st->acc.ida[at], none ? 0 : st->acc.idb[at]);
+  KeysToSlot(st, slot, none ? 0 : st->groups.ida[at], none ? 0 : st->groups.idb[at]);
   for (int o = 0; o < st->nout; o++) {
     const Accumulator &a = st->accs[o];
     size_t at_slot = static_cast<size_t>(at) * st->nagg + a.slot;
-    a.ops->emit(none ? nullptr : &st->acc.sum[at_slot], !none && st->acc.has[at_slot], &slot->tts_values[st->ng + o],
-                &slot->tts_isnull[st->ng + o]);
+    a.ops->emit(none ? nullptr : &st->groups.sum[at_slot], !none && st->groups.has[at_slot],
+                &slot->tts_values[st->ng + o], &slot->tts_isnull[st->ng + o]);
   }
   if (st->numbered) {
     slot->tts_isnull[st->ng + st->nout] = false;
@@ -284,7 +284,7 @@ void ReScan(CustomScanState *node) {
   st->emit = 0;
   st->emitted = false;
   st->rownum = 0;
-  st->acc.n = 0;
+  st->groups.n = 0;
   // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
   // told them which parameters changed (execAmi.c): they are told here.
   ListCell *lc;

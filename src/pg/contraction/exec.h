@@ -88,25 +88,14 @@ struct State {
   // run[id] .. run[id + 1] - 1, one lookup per probe row and none per pair (the matmul's 1.28M pairs walked a bucket
   // chain, each compared by hash and key).
   KeyTable jk;
-  uint32 *rkid;    // per build row: its key's id (before the runs are formed)
-  uint32 *run;     // jk.n + 1 starts
-  bool *run_null;  // per run: a NULL factor in one of its rows
-  KeyTable g[2];   // group ids of the build and the probe side
-  Acc acc;
-  // Dense groups (Dense*): per probe group id, a row of one cell per build
-  // group id, while the build side has few groups.
-  bool dense;
-  uint32 na;               // build groups (a dense row's cells)
-  int32 *drow;             // probe group id -> its row's first cell, -1 none
-  uint32 ndrow, drowcap;   // probe group ids with a slot, and room for them
-  uint32 ncells, cellcap;  // cells of the rows, and room for them
-  double *dsum;            // ncells * nagg
-  bool *dhas;              // ncells * nagg
-  uint8 *dstate;           // per cell: 0 no pair yet, 1 a group, 2 rejected by the key conditions
-  uint64 touched;          // cells with a pair
-  const char *how;         // for EXPLAIN ANALYZE: "dense", "hash", "dense, then hash"
-  bool numbered;           // row_number() OVER () as the scan tuple's last column (NumberGroups)
-  int64 rownum;            // the last group's
+  uint32 *rkid;       // per build row: its key's id (before the runs are formed)
+  uint32 *run;        // jk.n + 1 starts
+  bool *run_null;     // per run: a NULL factor in one of its rows
+  KeyTable g[2];      // group ids of the build and the probe side
+  GroupTable groups;  // the groups, returned from here
+  DenseCells dense;   // where the build side has few groups, until the end
+  bool numbered;      // row_number() OVER () as the scan tuple's last column (NumberGroups)
+  int64 rownum;       // the last group's
   bool built, fellback;
   bool emitted;  // a row returned since the last (re)start
   uint32 emit;

@@ -47,9 +47,9 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
     } else {
       ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
-      ExplainPropertyInteger("Groups", nullptr, st->acc.n - st->acc.rejected, es);
-      ExplainPropertyText("Accumulator", st->how, es);
-      if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->acc.rejected, es);
+      ExplainPropertyInteger("Groups", nullptr, st->groups.n - st->groups.rejected, es);
+      ExplainPropertyText("Accumulator", st->dense.how, es);
+      if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->groups.rejected, es);
     }
     ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
   }

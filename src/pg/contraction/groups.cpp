@@ -1,5 +1,5 @@
 // The groups (groups.h).
-#include "exec.h"
+#include "groups.h"
 #include <cmath>
 
 extern "C" {
@@ -10,7 +10,7 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
-void AccInit(MemoryContext cxt, Acc *a) {
+void GroupTableInit(MemoryContext cxt, GroupTable *a) {
   memset(a, 0, sizeof *a);
   a->nslots = 1024;
   a->keys = static_cast<uint64 *>(Alloc(cxt, sizeof(uint64) * a->nslots));
@@ -19,7 +19,7 @@ void AccInit(MemoryContext cxt, Acc *a) {
 }
 
 // The accumulator of the group (ida, idb), created if new (*created).
-uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool *created) {
+uint32 GroupFind(MemoryContext cxt, GroupTable *a, int nagg, uint32 ida, uint32 idb, bool *created) {
   uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
   uint32 mask = a->nslots - 1, i = Mix64(key) & mask;
   *created = false;
@@ -133,109 +133,107 @@ const AccKindOps &AccOps(AccKind kind) { return kAccKinds[static_cast<int>(kind)
 // group, and a pair's sum is at row + build group id: no hashing per pair,
 // and the pairs of one probe row write to one row. A row costs its cells
 // whether they get pairs or not, so where fewer than a quarter of a large
-// set of cells has pairs, the cells go to the hash table (Acc) and the rest
-// of the probe side is hashed. At the end the groups go to Acc all the same
+// set of cells has pairs, the cells go to the hash table (GroupTable) and
+// the rest of the probe side is hashed. At the end the groups go to the
+// table all the same
 // (once per group, not per pair), from which they are returned.
 constexpr uint32 kDenseMax = 4096;
 constexpr uint32 kDenseSparseCheck = 1u << 20;  // cells
 
-void DenseInit(State *st) {
-  st->na = st->g[0].n;
-  st->dense = st->na > 0 && st->na <= kDenseMax;
-  st->how = st->dense ? "dense" : "hash";
-  st->drow = nullptr;
-  st->ndrow = st->drowcap = st->ncells = st->cellcap = 0;
-  st->dsum = nullptr;
-  st->dhas = nullptr;
-  st->dstate = nullptr;
-  st->touched = 0;
+void DenseInit(DenseCells *d, uint32 build_groups) {
+  d->na = build_groups;
+  d->on = d->na > 0 && d->na <= kDenseMax;
+  d->how = d->on ? "dense" : "hash";
+  d->row = nullptr;
+  d->nrows = d->rowcap = d->ncells = d->cellcap = 0;
+  d->sum = nullptr;
+  d->has = nullptr;
+  d->state = nullptr;
+  d->touched = 0;
 }
 
-// Moves the dense cells with pairs into Acc, and leaves dense mode. A
-// rejected cell goes too, marked: pairs of it that come after a move to
+// Moves the dense cells with pairs into the table t, and leaves dense mode.
+// A rejected cell goes too, marked: pairs of it that come after a move to
 // the hash table must find it rejected, not test it again and count it twice.
 // `last`: the build is over and nothing looks a group up again, so the
 // groups are appended without their hash (each pair of ids is in one cell):
-// the matmul's 80k groups went through AccFind, 9% of its forward (perf).
-void DenseToAcc(State *st, bool last) {
-  int nagg = st->nagg;
-  if (last) {  // (room for every cell with a pair: st->touched of them)
-    Acc *a = &st->acc;
-    uint32 cells = static_cast<uint32>(st->touched);
-    if (a->n + cells > a->cap) {
-      uint32 c = Max(256u, a->n + cells);
-      Reserve(st->cxt, &a->ida, a->cap, c, 1);
-      Reserve(st->cxt, &a->idb, a->cap, c, 1);
-      Reserve(st->cxt, &a->sum, a->cap, c, nagg);
-      Reserve(st->cxt, &a->has, a->cap, c, nagg);
-      Reserve(st->cxt, &a->ok, a->cap, c, 1);
-      a->cap = c;
+// the matmul's 80k groups went through GroupFind, 9% of its forward (perf).
+void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, bool last) {
+  if (last) {  // (room for every cell with a pair: d->touched of them)
+    uint32 cells = static_cast<uint32>(d->touched);
+    if (t->n + cells > t->cap) {
+      uint32 c = Max(256u, t->n + cells);
+      Reserve(cxt, &t->ida, t->cap, c, 1);
+      Reserve(cxt, &t->idb, t->cap, c, 1);
+      Reserve(cxt, &t->sum, t->cap, c, nagg);
+      Reserve(cxt, &t->has, t->cap, c, nagg);
+      Reserve(cxt, &t->ok, t->cap, c, 1);
+      t->cap = c;
     }
   }
-  for (uint32 idb = 0; idb < st->ndrow; idb++) {
-    if (st->drow[idb] < 0) continue;
-    for (uint32 ida = 0; ida < st->na; ida++) {
-      uint32 c = static_cast<uint32>(st->drow[idb]) + ida;
-      if (st->dstate[c] == 0) continue;
+  for (uint32 idb = 0; idb < d->nrows; idb++) {
+    if (d->row[idb] < 0) continue;
+    for (uint32 ida = 0; ida < d->na; ida++) {
+      uint32 c = static_cast<uint32>(d->row[idb]) + ida;
+      if (d->state[c] == 0) continue;
       bool created;
       uint32 at;
       if (last) {
-        at = st->acc.n++;
-        st->acc.ida[at] = ida;
-        st->acc.idb[at] = idb;
+        at = t->n++;
+        t->ida[at] = ida;
+        t->idb[at] = idb;
       } else {
-        at = AccFind(st->cxt, &st->acc, nagg, ida, idb, &created);
+        at = GroupFind(cxt, t, nagg, ida, idb, &created);
       }
-      st->acc.ok[at] = st->dstate[c] == 1;
-      if (st->dstate[c] == 2) st->acc.rejected++;
+      t->ok[at] = d->state[c] == 1;
+      if (d->state[c] == 2) t->rejected++;
       for (int a = 0; a < nagg; a++) {
-        st->acc.sum[at * nagg + a] = st->dsum[c * nagg + a];
-        st->acc.has[at * nagg + a] = st->dhas[c * nagg + a];
+        t->sum[at * nagg + a] = d->sum[c * nagg + a];
+        t->has[at * nagg + a] = d->has[c * nagg + a];
       }
     }
   }
-  if (st->drow) pfree(st->drow);
-  if (st->dsum) pfree(st->dsum);
-  if (st->dhas) pfree(st->dhas);
-  if (st->dstate) pfree(st->dstate);
-  st->drow = nullptr;
-  st->dsum = nullptr;
-  st->dhas = nullptr;
-  st->dstate = nullptr;
-  st->dense = false;
+  if (d->row) pfree(d->row);
+  if (d->sum) pfree(d->sum);
+  if (d->has) pfree(d->has);
+  if (d->state) pfree(d->state);
+  d->row = nullptr;
+  d->sum = nullptr;
+  d->has = nullptr;
+  d->state = nullptr;
+  d->on = false;
 }
 
 // The first cell of probe group idb's row, made if new; false where the
-// cells went to Acc instead (too sparse).
-bool DenseRow(State *st, uint32 idb, uint32 *base) {
-  MemoryContext cxt = st->cxt;
-  if (idb >= st->drowcap) {
-    uint32 c = Max(1024u, st->drowcap * 2);
+// cells went to the table t instead (too sparse).
+bool DenseRow(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, uint32 idb, uint32 *base) {
+  if (idb >= d->rowcap) {
+    uint32 c = Max(1024u, d->rowcap * 2);
     while (c <= idb) c *= 2;
-    Reserve(cxt, &st->drow, st->drowcap, c, 1);
-    for (uint32 i = st->drowcap; i < c; i++) st->drow[i] = -1;
-    st->drowcap = c;
+    Reserve(cxt, &d->row, d->rowcap, c, 1);
+    for (uint32 i = d->rowcap; i < c; i++) d->row[i] = -1;
+    d->rowcap = c;
   }
-  if (idb >= st->ndrow) st->ndrow = idb + 1;
-  if (st->drow[idb] < 0) {
-    if (st->ncells >= kDenseSparseCheck && st->touched * 4 < st->ncells) {
-      DenseToAcc(st);
-      st->how = "dense, then hash";
+  if (idb >= d->nrows) d->nrows = idb + 1;
+  if (d->row[idb] < 0) {
+    if (d->ncells >= kDenseSparseCheck && d->touched * 4 < d->ncells) {
+      DenseToTable(cxt, d, t, nagg, false);
+      d->how = "dense, then hash";
       return false;
     }
-    if (st->ncells + st->na > st->cellcap) {
-      uint32 c = Max(st->na * 64, st->cellcap * 2);
-      Reserve(cxt, &st->dsum, st->cellcap, c, st->nagg);
-      Reserve(cxt, &st->dhas, st->cellcap, c, st->nagg);
-      Reserve(cxt, &st->dstate, st->cellcap, c, 1);
-      st->cellcap = c;
+    if (d->ncells + d->na > d->cellcap) {
+      uint32 c = Max(d->na * 64, d->cellcap * 2);
+      Reserve(cxt, &d->sum, d->cellcap, c, nagg);
+      Reserve(cxt, &d->has, d->cellcap, c, nagg);
+      Reserve(cxt, &d->state, d->cellcap, c, 1);
+      d->cellcap = c;
     }
-    st->drow[idb] = static_cast<int32>(st->ncells);
-    memset(&st->dhas[static_cast<size_t>(st->ncells) * st->nagg], 0, static_cast<size_t>(st->na) * st->nagg);
-    memset(&st->dstate[st->ncells], 0, st->na);
-    st->ncells += st->na;
+    d->row[idb] = static_cast<int32>(d->ncells);
+    memset(&d->has[static_cast<size_t>(d->ncells) * nagg], 0, static_cast<size_t>(d->na) * nagg);
+    memset(&d->state[d->ncells], 0, d->na);
+    d->ncells += d->na;
   }
-  *base = static_cast<uint32>(st->drow[idb]);
+  *base = static_cast<uint32>(d->row[idb]);
   return true;
 }
 

@@ -3,6 +3,7 @@
 // the inline AddPair that both of Build's pairing loops call (groups.cpp).
 #pragma once
 #include "contraction.h"
+#include "key_table.h"
 
 extern "C" {
 #include "postgres.h"
@@ -17,9 +18,10 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
-struct State;
-
-struct Acc {  // the groups: a pair of ids and one sum per aggregate
+// The groups in a hash table: a pair of group ids (the build side's, the
+// probe side's) each, with its nagg accumulator slots. Arrays in the node's
+// context.
+struct GroupTable {
   uint32 n, cap;
   uint32 *ida, *idb;
   double *sum;  // cap * nagg
@@ -31,8 +33,27 @@ struct Acc {  // the groups: a pair of ids and one sum per aggregate
   uint32 nslots;
 };
 
-void AccInit(MemoryContext cxt, Acc *a);
-uint32 AccFind(MemoryContext cxt, Acc *a, int nagg, uint32 ida, uint32 idb, bool *created);
+void GroupTableInit(MemoryContext cxt, GroupTable *a);
+// The group (ida, idb), created if new (*created): its index.
+uint32 GroupFind(MemoryContext cxt, GroupTable *a, int nagg, uint32 ida, uint32 idb, bool *created);
+
+// The groups in dense cells (groups.cpp): per probe group id, a row of one
+// cell per build group id, while the build side has few groups.
+struct DenseCells {
+  bool on;                 // pairs go to the cells (else to the table)
+  uint32 na;               // build groups (a row's cells)
+  int32 *row;              // probe group id -> its row's first cell, -1 none
+  uint32 nrows, rowcap;    // probe group ids with a slot, and room for them
+  uint32 ncells, cellcap;  // cells of the rows, and room for them
+  double *sum;             // ncells * nagg
+  bool *has;               // ncells * nagg
+  uint8 *state;            // per cell: 0 no pair yet, 1 a group, 2 rejected by the key conditions
+  uint64 touched;          // cells with a pair
+  const char *how;         // for EXPLAIN ANALYZE: "dense", "hash", "dense, then hash"
+};
+void DenseInit(DenseCells *d, uint32 build_groups);
+void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, bool last);
+bool DenseRow(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, uint32 idb, uint32 *base);
 
 // --- accumulator kinds ---------------------------------------------------------
 //
@@ -115,10 +136,6 @@ const AccKindOps &AccOps(AccKind kind);
 // A factor's value as a double: a float4 widened exactly (as float48mul and
 // float84mul widen it; a float4 product narrows it back exactly).
 inline double Factor(Datum d, bool f4) { return f4 ? static_cast<double>(DatumGetFloat4(d)) : DatumGetFloat8(d); }
-
-void DenseInit(State *st);
-void DenseToAcc(State *st, bool last = false);
-bool DenseRow(State *st, uint32 idb, uint32 *base);
 
 }  // namespace ddx::pg::contraction
 
