@@ -87,70 +87,71 @@ Node *CreateState(CustomScan *cs) {
   return reinterpret_cast<Node *>(&st->css);
 }
 
-void Begin(CustomScanState *node, EState *estate, int eflags) {
-  State *st = reinterpret_cast<State *>(node);
+namespace {
+
+// The children (build side, probe side) and, instrumented under a Gather
+// (EXPLAIN ANALYZE), the fallback now, in the leader and in each worker: the
+// shared instrumentation is sized by the leader's plan state tree when the
+// Gather starts, and a worker reports every node of its own ("plan node 4
+// not found" where one had initialized the fallback lazily and the other
+// not).
+void InitChildren(State *st, EState *estate, int eflags) {
+  CustomScanState *node = &st->css;
   CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
-  ContractionPlan plan;
-  FromPrivate(cs->custom_private, &plan);
   int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
   node->custom_ps = list_make2(ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags),
                                ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags));
-  // Instrumented under a Gather (EXPLAIN ANALYZE), the fallback is
-  // initialized now, in the leader and in each worker: the shared
-  // instrumentation is sized by the leader's plan state tree when the Gather
-  // starts, and a worker reports every node of its own ("plan node 4 not
-  // found" where one had initialized the fallback lazily and the other not).
   st->fallback = nullptr;
   if (estate->es_instrument && (IsParallelWorker() || estate->es_plannedstmt->parallelModeNeeded)) {
     st->fallback = ExecInitNode(static_cast<Plan *>(lthird(cs->custom_plans)), estate, 0);
     node->custom_ps = lappend(node->custom_ps, st->fallback);
   }
-  PlanState *ps = &node->ss.ps;
-  List *factors[2] = {SlotFactors(plan.factors[kBuild], plan.accs), SlotFactors(plan.factors[kProbe], plan.accs)};
+}
+
+// The join keys: each side's expressions, the equality and hash functions,
+// the build side's types. Integer keys are compared (and, all of them so,
+// hashed) without a function call per pair of rows.
+void InitJoinKeys(State *st, const ContractionPlan &plan) {
+  PlanState *ps = &st->css.ss.ps;
   st->bkeys = InitExprs(plan.join_keys[kBuild], ps);
   st->pkeys = InitExprs(plan.join_keys[kProbe], ps);
-  st->bfactors = InitExprs(factors[kBuild], ps);
-  st->pfactors = InitExprs(factors[kProbe], ps);
-  st->quals = ExecInitQual(plan.key_quals, ps);
   st->nk = st->bkeys.n;
-  st->nagg = st->bfactors.n;
-  st->numbered = plan.numbered;
-  st->rownum = 0;
-  st->lazy = plan.lazy_factors;
-  if (st->lazy) {
-    st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(node->custom_ps)));
-    st->bnatts = st->btd->natts;
-    st->lslot = ExecInitExtraTupleSlot(estate, st->btd, &TTSOpsVirtual);
-    st->lec = CreateExprContext(estate);
-    st->lfv = static_cast<Datum *>(palloc0(sizeof(Datum) * (st->nagg + 1)));
-    st->lfn = static_cast<bool *>(palloc0(st->nagg + 1));
-  }
   st->eq = Fns(plan.join_eq);
   st->bhash = Fns(plan.join_hash[kBuild]);
   st->phash = Fns(plan.join_hash[kProbe]);
   st->kcoll = Oids(plan.join_coll);
   st->probe_first = static_cast<bool *>(palloc0(st->nk + 1));
-  // Integer join keys: compared (and, all of them so, hashed) without a
-  // function call per pair of rows.
   st->datum_eq = static_cast<bool *>(palloc0(st->nk + 1));
   st->int_keys = true;
-  {
-    int k = 0;
-    ListCell *le;
-    foreach (le, plan.join_eq) {
-      st->datum_eq[k] = IntegerEquality(lfirst_oid(le));
-      st->int_keys = st->int_keys && st->datum_eq[k++];
-    }
-  }
   st->klen = static_cast<int16 *>(palloc0(sizeof(int16) * (st->nk + 1)));
   st->kbyval = static_cast<bool *>(palloc0(st->nk + 1));
+  int k = 0;
   ListCell *lc;
-  int i = 0;
-  foreach (lc, plan.probe_first) st->probe_first[i++] = lfirst_int(lc) != 0;
+  foreach (lc, plan.join_eq) {
+    st->datum_eq[k] = IntegerEquality(lfirst_oid(lc));
+    st->int_keys = st->int_keys && st->datum_eq[k++];
+  }
+  k = 0;
+  foreach (lc, plan.probe_first) st->probe_first[k++] = lfirst_int(lc) != 0;
+  k = 0;
+  foreach (lc, plan.join_keys[kBuild]) {
+    get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[k], &st->kbyval[k]);
+    k++;
+  }
+}
+
+// The output aggregates: each side's factors (one per accumulator slot),
+// the accumulators, and for lazy build factors (LazyFactors) the slot and
+// context they are computed in.
+void InitAccumulators(State *st, const ContractionPlan &plan, EState *estate) {
+  PlanState *ps = &st->css.ss.ps;
+  st->bfactors = InitExprs(SlotFactors(plan.factors[kBuild], plan.accs), ps);
+  st->pfactors = InitExprs(SlotFactors(plan.factors[kProbe], plan.accs), ps);
+  st->nagg = st->bfactors.n;
   st->nout = list_length(plan.accs);
   st->accs = static_cast<Accumulator *>(palloc0(sizeof(Accumulator) * (st->nout + 1)));
-  i = 0;
-  int slot = 0;
+  int i = 0, slot = 0;
+  ListCell *lc;
   foreach (lc, plan.accs) {
     Accumulator *a = &st->accs[i++];
     a->spec = *static_cast<const AccSpec *>(lfirst(lc));
@@ -159,12 +160,22 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     slot += a->ops->slots;
   }
   st->plain = st->nagg == 1 && st->accs[0].spec.kind == AccKind::kSum;
-  i = 0;
-  foreach (lc, plan.join_keys[kBuild])
-    get_typlenbyval(exprType(static_cast<Node *>(lfirst(lc))), &st->klen[i], &st->kbyval[i]), i++;
-  // Group keys: per side, with the type's equality and hash functions.
+  st->lazy = plan.lazy_factors;
+  if (st->lazy) {
+    st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(st->css.custom_ps)));
+    st->bnatts = st->btd->natts;
+    st->lslot = ExecInitExtraTupleSlot(estate, st->btd, &TTSOpsVirtual);
+    st->lec = CreateExprContext(estate);
+    st->lfv = static_cast<Datum *>(palloc0(sizeof(Datum) * (st->nagg + 1)));
+    st->lfn = static_cast<bool *>(palloc0(st->nagg + 1));
+  }
+}
+
+// The group keys: each key's side and place among that side's keys, each
+// side's expressions, and each side's KeyTable with the keys' functions
+// and types.
+void InitGroupKeys(State *st, const ContractionPlan &plan) {
   List *gexprs = plan.group_keys;
-  List *gside = plan.group_side;
   FmgrInfo *geq = Fns(plan.group_eq);
   FmgrInfo *ghash = Fns(plan.group_hash);
   Oid *gcoll = Oids(plan.group_coll);
@@ -174,12 +185,12 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   List *gsx[2] = {NIL, NIL};
   int count[2] = {0, 0};
   for (int g = 0; g < st->ng; g++) {
-    int side = list_nth_int(gside, g);
+    int side = list_nth_int(plan.group_side, g);
     st->gside[g] = side;
     st->gpos[g] = count[side]++;
     gsx[side] = lappend(gsx[side], list_nth(gexprs, g));
   }
-  for (int side = 0; side < 2; side++) st->gx[side] = InitExprs(gsx[side], ps);
+  for (int side = 0; side < 2; side++) st->gx[side] = InitExprs(gsx[side], &st->css.ss.ps);
   for (int side = 0; side < 2; side++) {
     KeyTable *t = &st->g[side];
     memset(t, 0, sizeof *t);
@@ -189,8 +200,8 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
     t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
     t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
+    t->integers = true;
   }
-  for (int side = 0; side < 2; side++) st->g[side].integers = true;
   for (int g = 0; g < st->ng; g++) {
     KeyTable *t = &st->g[st->gside[g]];
     int j = st->gpos[g];
@@ -200,6 +211,23 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
     t->coll[j] = gcoll[g];
     get_typlenbyval(exprType(static_cast<Node *>(list_nth(gexprs, g))), &t->typlen[j], &t->byval[j]);
   }
+}
+
+}  // namespace
+
+// Reads the plan (FromPrivate) into the executor's state, with its children
+// and expressions initialized, and the node's own memory context.
+void Begin(CustomScanState *node, EState *estate, int eflags) {
+  State *st = reinterpret_cast<State *>(node);
+  ContractionPlan plan;
+  FromPrivate(reinterpret_cast<CustomScan *>(node->ss.ps.plan)->custom_private, &plan);
+  InitChildren(st, estate, eflags);
+  InitJoinKeys(st, plan);
+  InitAccumulators(st, plan, estate);
+  st->quals = ExecInitQual(plan.key_quals, &node->ss.ps);
+  InitGroupKeys(st, plan);
+  st->numbered = plan.numbered;
+  st->rownum = 0;
   st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);
   st->limit = get_hash_memory_limit();
   st->built = st->fellback = false;
