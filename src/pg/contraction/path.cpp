@@ -221,102 +221,89 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
 // Logs why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
 void Note(Refusal r) { elog(DEBUG1, "ddx contraction not used: %s", r.why); }
 
-}  // namespace
-
-void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
-                           void *extra) {
-  if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
-  if (mode == kOff || (mode == kPrograms && !in_program)) return;
-  if (stage == UPPERREL_WINDOW) return NumberGroups(root, input_rel, output_rel);
-  if (stage != UPPERREL_GROUP_AGG) return;
-  Query *parse = root->parse;
-  auto *gx = static_cast<GroupPathExtraData *>(extra);
-  if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
-      input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist) {
-    Note(Refusal{"not one grouping of a join (or HAVING, grouping sets, set-returning functions)"});
-    return;
-  }
-  RelOptInfo *rels[2];
-  Relids sides[2];
-  ContractionPlan shape;
-  List *splits = JoinSplits(root, input_rel);
-  if (!splits) {
-    Note(Refusal{"not an inner join"});
-    return;
-  }
-  ListCell *ls;
-  bool fits = false;
-  foreach (ls, splits) {
-    Split *x = static_cast<Split *>(lfirst(ls));
+// The first split of the join whose plan the node can compute, with the
+// plan in *plan, in the split's order; or null.
+Split *FirstFit(PlannerInfo *root, List *splits, PathTarget *target, ContractionPlan *plan) {
+  ListCell *lc;
+  foreach (lc, splits) {
+    Split *x = static_cast<Split *>(lfirst(lc));
+    Relids sides[2] = {x->rels[0]->relids, x->rels[1]->relids};
     bool ok = true;
-    for (int s = 0; s < 2; s++) {
-      rels[s] = x->rels[s];
-      sides[s] = rels[s]->relids;
-      if (!rels[s]->cheapest_total_path || rels[s]->cheapest_total_path->param_info) ok = false;
-    }
+    for (int s = 0; s < 2; s++)
+      if (!x->rels[s]->cheapest_total_path || x->rels[s]->cheapest_total_path->param_info) ok = false;
     if (!ok) {
       Note(Refusal{"a side without an unparameterized path"});
       continue;
     }
-    shape = ContractionPlan();
-    Refusal r = ShapeOf(root, x->clauses, sides, output_rel->reltarget, &shape);
-    if (!r) {
-      fits = true;
-      break;
-    }
+    *plan = ContractionPlan();
+    Refusal r = ShapeOf(root, x->clauses, sides, target, plan);
+    if (!r) return x;
     Note(r);
   }
-  if (!fits) return;
-  // The build side: the one with fewer bytes.
+  return nullptr;
+}
+
+// The build side (0 or 1) of the plan over the split x, in *build: the one
+// with fewer bytes, unless its expressions may raise (MayRaise) and the
+// other's cannot: it is probed then, not built. Where both sides' may, a
+// side whose group keys cannot is built with its factors computed on each
+// row's first pair, as late as PostgreSQL computes them (*lazy:
+// LazyFactors); where both sides' keys may, the query keeps PostgreSQL's
+// plan.
+Refusal ChooseBuildSide(const ContractionPlan &plan, const Split *x, int *build, bool *lazy) {
   double bytes[2];
-  for (int s = 0; s < 2; s++) bytes[s] = rels[s]->rows * Max(rels[s]->reltarget->width, 8);
+  for (int s = 0; s < 2; s++) bytes[s] = x->rels[s]->rows * Max(x->rels[s]->reltarget->width, 8);
   int b = bytes[0] <= bytes[1] ? 0 : 1;
-  // (MayRaise) A side whose expressions may raise is probed, not built.
-  // Where both sides' may, a side whose group keys cannot is built with its
-  // factors computed on each row's first pair, as late as PostgreSQL
-  // computes them (LazyFactors); where both sides' keys may, the query keeps
-  // PostgreSQL's plan.
   bool fraise[2], kraise[2] = {false, false};
-  for (int s = 0; s < 2; s++) fraise[s] = MayRaise(reinterpret_cast<Node *>(shape.factors[s]));
+  for (int s = 0; s < 2; s++) fraise[s] = MayRaise(reinterpret_cast<Node *>(plan.factors[s]));
   ListCell *lg, *lgs;
-  forboth(lg, shape.group_keys, lgs, shape.group_side) kraise[lfirst_int(lgs)] =
+  forboth(lg, plan.group_keys, lgs, plan.group_side) kraise[lfirst_int(lgs)] =
       kraise[lfirst_int(lgs)] || MayRaise(static_cast<Node *>(lfirst(lg)));
   bool raises[2] = {fraise[0] || kraise[0], fraise[1] || kraise[1]};
   if (raises[b] && !raises[1 - b]) b = 1 - b;
   if (raises[b] && kraise[b]) b = 1 - b;
-  if (kraise[b]) {
-    Note(
-        Refusal{"a GROUP BY key on each side that may raise an error (not leakproof): the build side's are computed "
-                "for rows that join nothing"});
-    return;
-  }
-  bool lazy = fraise[b];
-  if (shape.key_quals && kraise[1 - b]) {
-    // (the streamed side's group keys are computed on a row's first pair,
-    // before the key conditions that read them)
-    Note(
-        Refusal{"a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes it "
-                "only for the pairs the condition keeps"});
-    return;
-  }
-  int p = 1 - b;
+  if (kraise[b])
+    return Refusal{
+        "a GROUP BY key on each side that may raise an error (not leakproof): the build side's are "
+        "computed for rows that join nothing"};
+  // (the streamed side's group keys are computed on a row's first pair,
+  // before the key conditions that read them)
+  if (plan.key_quals && kraise[1 - b])
+    return Refusal{
+        "a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes "
+        "it only for the pairs the condition keeps"};
+  *build = b;
+  *lazy = fraise[b];
+  return kFits;
+}
 
-  // PostgreSQL's own aggregate over the join, for when memory runs out.
+// PostgreSQL's own aggregate over the join, the node's fallback for when
+// memory runs out: planned beside it, never added to the rel (add_path
+// frees the paths it rejects). *best gets the grouped rel's cheapest path.
+Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, Path **best) {
+  Query *parse = root->parse;
   AggClauseCosts costs;
   MemSet(&costs, 0, sizeof costs);
   get_agg_clause_costs(root, AGGSPLIT_SIMPLE, &costs);
-  Path *best = nullptr;
+  *best = nullptr;
   ListCell *lc;
   foreach (lc, output_rel->pathlist) {
     Path *x = static_cast<Path *>(lfirst(lc));
-    if (!best || x->total_cost < best->total_cost) best = x;
+    if (!*best || x->total_cost < (*best)->total_cost) *best = x;
   }
-  double groups = best->rows;
-  Path *fallback = reinterpret_cast<Path *>(create_agg_path(
-      root, output_rel, input_rel->cheapest_total_path, output_rel->reltarget,
-      parse->groupClause ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, groups));
+  return reinterpret_cast<Path *>(create_agg_path(root, output_rel, input_rel->cheapest_total_path,
+                                                  output_rel->reltarget, parse->groupClause ? AGG_HASHED : AGG_PLAIN,
+                                                  AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, (*best)->rows));
+}
 
-  Path *bp = rels[b]->cheapest_total_path, *pp = rels[p]->cheapest_total_path;
+// Adds the node's path for the plan over the split x, built on side b
+// (lazy: its factors computed on a row's first pair), to output_rel.
+void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, ContractionPlan *plan,
+                 const Split *x, int b, bool lazy) {
+  Path *best;
+  Path *fallback = FallbackPath(root, input_rel, output_rel, &best);
+  double groups = best->rows;
+  Path *bp = x->rels[b]->cheapest_total_path, *pp = x->rels[1 - b]->cheapest_total_path;
   ContractionPath *node = NewPath();
   CustomPath *cp = &node->path;
   cp->path.pathtype = T_CustomScan;
@@ -334,31 +321,58 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   cp->path.parallel_safe = bp->parallel_safe && pp->parallel_safe && fallback->parallel_safe;
   cp->path.parallel_workers = 0;
   cp->path.rows = groups;
-  int nagg = list_length(shape.aggrefs);
+  int nagg = list_length(plan->aggrefs);
   // The pairs the equalities join: the join's rows before its other
   // conditions.
   double pairs = input_rel->rows;
-  if (shape.key_qual_ris) {
-    Selectivity sel = clauselist_selectivity(root, shape.key_qual_ris, 0, JOIN_INNER, nullptr);
+  if (plan->key_qual_ris) {
+    Selectivity sel = clauselist_selectivity(root, plan->key_qual_ris, 0, JOIN_INNER, nullptr);
     pairs /= Max(sel, 1e-4);
   }
   // Costs as the hash join and hash aggregate price the same work, without
   // their per-join-row tuple costs: each input row's keys hashed, each pair
   // one multiplication and addition per sum, each group a tuple.
   cp->path.startup_cost = bp->total_cost + pp->total_cost +
-                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(shape.join_keys[b]), 1) +
+                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(plan->join_keys[b]), 1) +
                           cpu_operator_cost * pairs * nagg;
   cp->path.total_cost = cp->path.startup_cost + cpu_tuple_cost * groups;
   cp->path.pathkeys = NIL;
   cp->flags = 0;
   cp->custom_paths = list_make3(bp, pp, fallback);
-  for (int s = 0; s < 2; s++) shape.rels[s] = sides[s];
-  shape.lazy_factors = lazy;
-  OrientSides(&shape, b);
-  node->plan = shape;
+  for (int s = 0; s < 2; s++) plan->rels[s] = x->rels[s]->relids;
+  plan->lazy_factors = lazy;
+  OrientSides(plan, b);
+  node->plan = *plan;
   cp->methods = &ddx::pg::kContractionPathMethods;
   elog(DEBUG1, "ddx contraction considered: cost %.1f against %.1f", cp->path.total_cost, best->total_cost);
   add_path(output_rel, &cp->path);
+}
+
+}  // namespace
+
+// create_upper_paths_hook: where a grouping of a join has a plan the node
+// computes, the node's path beside PostgreSQL's (and, over the window
+// stage, NumberGroups'); add_path chooses by cost.
+void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
+                           void *extra) {
+  if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
+  if (mode == kOff || (mode == kPrograms && !in_program)) return;
+  if (stage == UPPERREL_WINDOW) return NumberGroups(root, input_rel, output_rel);
+  if (stage != UPPERREL_GROUP_AGG) return;
+  Query *parse = root->parse;
+  auto *gx = static_cast<GroupPathExtraData *>(extra);
+  if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
+      input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist)
+    return Note(Refusal{"not one grouping of a join (or HAVING, grouping sets, set-returning functions)"});
+  List *splits = JoinSplits(root, input_rel);
+  if (!splits) return Note(Refusal{"not an inner join"});
+  ContractionPlan plan;
+  Split *x = FirstFit(root, splits, output_rel->reltarget, &plan);
+  if (!x) return;
+  int b;
+  bool lazy;
+  if (Refusal r = ChooseBuildSide(plan, x, &b, &lazy)) return Note(r);
+  AddNodePath(root, input_rel, output_rel, &plan, x, b, lazy);
 }
 
 }  // namespace ddx::pg::contraction
