@@ -18,7 +18,7 @@ SHLIB_LINK = -lstdc++
 
 # Every sql/*.sql must be listed here (scripts/test.sh checks it).
 REGRESS = grad_basic constructs scalars forms errors security vjp backward windows frames train runs params explain \
-          optim_fixture jvp contraction unique functions guards
+          optim_fixture jvp contraction contraction_refusals unique functions guards
 REGRESS_OPTS = --outputdir=test/out --load-extension=ddx
 
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.

@@ -71,6 +71,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "commands/explain.h"
 #include "nodes/extensible.h"
 #include "nodes/pathnodes.h"
 #include "optimizer/planner.h"
@@ -82,7 +83,7 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
-// ddx.contraction, ddx.in_program and the hook they chain (install.cpp).
+// ddx.contraction, ddx.in_program and the hooks they chain (install.cpp).
 enum ContractionMode { kOff, kPrograms, kAll };
 extern int mode;
 extern bool in_program;  // ddx.in_program: set by the runner's ProgramSettings
@@ -193,6 +194,15 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
 // plan.cpp: the plan of the node's path.
 Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
                       List *custom_plans);
+
+// explain.cpp: the refusals of a grouping of a join of `query`, kept where
+// it is the statement being explained (n reasons, distinct, in order); and
+// the ExplainOneQuery_hook that explains a statement, then shows them under
+// ddx.contraction = all.
+void KeepRefusals(const Query *query, const char *const *why, int n);
+void ExplainWithRefusals(Query *query, int cursorOptions, IntoClause *into, ExplainState *es, const char *queryString,
+                         ParamListInfo params, QueryEnvironment *queryEnv);
+extern ExplainOneQuery_hook_type prev_explain_hook;
 
 // exec.cpp and explain.cpp: the executor's callbacks.
 Node *CreateState(CustomScan *cs);

@@ -1,16 +1,103 @@
-// EXPLAIN of the node: what it computes and, with ANALYZE, what it did
-// (exec.h).
+// What EXPLAIN says of the node: where it runs, what it computes (its
+// plan, read through FromPrivate) and, with ANALYZE, what it did (exec.h);
+// and, under ddx.contraction = all, why a grouping of a join of the
+// statement is not the node's: one line "Contraction Refused: <reasons>" per
+// grouping so refused, in planning order (ExplainWithRefusals).
 #include "exec.h"
 
 extern "C" {
 #include "postgres.h"
 
 #include "commands/explain.h"
+#include "executor/instrument.h"
+#include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
+#include "portability/instr_time.h"
+#include "tcop/tcopprot.h"
 #include "utils/ruleutils.h"
 }
 
 namespace ddx::pg::contraction {
+
+namespace {
+
+// The refusals kept while a statement is explained: those of the groupings
+// of joins of `query`, its subqueries and CTEs (planned with it), one line
+// each. Statements planned while it runs (EXPLAIN ANALYZE of a function that
+// runs queries of its own) have other Query trees, and keep nothing here.
+struct RefusalLog {
+  const Query *query;
+  MemoryContext cxt;  // the lines'
+  List *lines;
+};
+
+// The innermost statement being explained (EXPLAIN may nest: a function that
+// EXPLAIN ANALYZE runs may explain a statement of its own), or null.
+RefusalLog *explaining = nullptr;
+
+// What ExplainOneQuery does without a hook in PostgreSQL 15 (explain.c),
+// which does not export it (17 does: standard_ExplainOneQuery): plans the
+// query, timed, and explains the plan.
+void StandardExplainOneQuery(Query *query, int cursorOptions, IntoClause *into, ExplainState *es,
+                             const char *queryString, ParamListInfo params, QueryEnvironment *queryEnv) {
+  instr_time planstart, planduration;
+  BufferUsage bufusage_start, bufusage;
+  if (es->buffers) bufusage_start = pgBufferUsage;
+  INSTR_TIME_SET_CURRENT(planstart);
+  PlannedStmt *plan = pg_plan_query(query, queryString, cursorOptions, params);
+  INSTR_TIME_SET_CURRENT(planduration);
+  INSTR_TIME_SUBTRACT(planduration, planstart);
+  if (es->buffers) {
+    memset(&bufusage, 0, sizeof(BufferUsage));
+    BufferUsageAccumDiff(&bufusage, &pgBufferUsage, &bufusage_start);
+  }
+  ExplainOnePlan(plan, into, es, queryString, params, queryEnv, &planduration, es->buffers ? &bufusage : nullptr);
+}
+
+// The lines, after the statement's plan: in text, one "Contraction Refused"
+// line each; in JSON, YAML and XML, one more object beside the statement's
+// ("Query"), {"Contraction Refused": [lines]}.
+void ShowRefusals(List *lines, ExplainState *es) {
+  if (!lines) return;
+  if (es->format == EXPLAIN_FORMAT_TEXT) {
+    ListCell *lc;
+    foreach (lc, lines) ExplainPropertyText("Contraction Refused", static_cast<const char *>(lfirst(lc)), es);
+    return;
+  }
+  ExplainOpenGroup("Contraction", nullptr, true, es);
+  ExplainPropertyList("Contraction Refused", lines, es);
+  ExplainCloseGroup("Contraction", nullptr, true, es);
+}
+
+}  // namespace
+
+void KeepRefusals(const Query *query, const char *const *why, int n) {
+  if (!explaining || explaining->query != query || n == 0) return;
+  MemoryContext old = MemoryContextSwitchTo(explaining->cxt);
+  StringInfoData line;
+  initStringInfo(&line);
+  for (int i = 0; i < n; i++) appendStringInfo(&line, "%s%s", i ? "; " : "", why[i]);
+  explaining->lines = lappend(explaining->lines, line.data);
+  MemoryContextSwitchTo(old);
+}
+
+void ExplainWithRefusals(Query *query, int cursorOptions, IntoClause *into, ExplainState *es, const char *queryString,
+                         ParamListInfo params, QueryEnvironment *queryEnv) {
+  RefusalLog log = {query, CurrentMemoryContext, NIL};
+  RefusalLog *outer = explaining;
+  explaining = &log;
+  PG_TRY();
+  {
+    if (prev_explain_hook)
+      prev_explain_hook(query, cursorOptions, into, es, queryString, params, queryEnv);
+    else
+      StandardExplainOneQuery(query, cursorOptions, into, es, queryString, params, queryEnv);
+  }
+  PG_FINALLY();
+  { explaining = outer; }
+  PG_END_TRY();
+  if (mode == kAll) ShowRefusals(log.lines, es);
+}
 
 void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   State *st = reinterpret_cast<State *>(node);

@@ -1,5 +1,5 @@
-// ddx.contraction and ddx.in_program, the node's method tables and its
-// planner hook, installed from _PG_init (contraction.h).
+// ddx.contraction and ddx.in_program, the node's method tables, its planner
+// hook and its EXPLAIN hook, installed from _PG_init (contraction.h).
 #include "ddx/pg/contraction_node.h"
 #include "contraction.h"
 
@@ -20,6 +20,7 @@ const struct config_enum_entry kModes[] = {{"off", kOff, false},
 int mode = kPrograms;
 bool in_program = false;  // ddx.in_program: set by the runner's ProgramSettings
 create_upper_paths_hook_type prev_upper_hook = nullptr;
+ExplainOneQuery_hook_type prev_explain_hook = nullptr;
 
 }  // namespace ddx::pg::contraction
 
@@ -53,6 +54,8 @@ void InstallContraction() {
   RegisterCustomScanMethods(&kContractionScanMethods);
   prev_upper_hook = create_upper_paths_hook;
   create_upper_paths_hook = ContractionUpperPaths;
+  prev_explain_hook = ExplainOneQuery_hook;
+  ExplainOneQuery_hook = ExplainWithRefusals;
 }
 
 }  // namespace ddx::pg

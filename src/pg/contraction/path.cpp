@@ -218,12 +218,36 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   add_path(output_rel, &cp->path);
 }
 
-// Logs why a query keeps PostgreSQL's plan (SET client_min_messages = debug1).
-void Note(Refusal r) { elog(DEBUG1, "ddx contraction not used: %s", r.why); }
+// What the checks of one grouping of a join said: each reason once, in the
+// order they came.
+struct Refusals {
+  static constexpr int kMax = 8;
+  const char *why[kMax];
+  int n;
+};
+
+// Logs why a query keeps PostgreSQL's plan (SET client_min_messages =
+// debug1), and keeps the reason in *rs (where not null) for EXPLAIN.
+void Note(Refusals *rs, Refusal r) {
+  elog(DEBUG1, "ddx contraction not used: %s", r.why);
+  if (!rs) return;
+  for (int i = 0; i < rs->n; i++)
+    if (strcmp(rs->why[i], r.why) == 0) return;
+  if (rs->n < Refusals::kMax) rs->why[rs->n++] = r.why;
+}
+
+// Why the node does not compute a grouping of a join at all.
+Refusal GroupingFits(const Query *parse, const GroupPathExtraData *gx) {
+  if (parse->groupingSets) return Refusal{"grouping sets"};
+  if (parse->havingQual) return Refusal{"HAVING"};
+  if (parse->hasTargetSRFs) return Refusal{"a set-returning function in the output"};
+  if (gx->patype != PARTITIONWISE_AGGREGATE_NONE) return Refusal{"partitionwise aggregation"};
+  return kFits;
+}
 
 // The first split of the join whose plan the node can compute, with the
 // plan in *plan, in the split's order; or null.
-Split *FirstFit(PlannerInfo *root, List *splits, PathTarget *target, ContractionPlan *plan) {
+Split *FirstFit(PlannerInfo *root, List *splits, PathTarget *target, ContractionPlan *plan, Refusals *rs) {
   ListCell *lc;
   foreach (lc, splits) {
     Split *x = static_cast<Split *>(lfirst(lc));
@@ -232,13 +256,13 @@ Split *FirstFit(PlannerInfo *root, List *splits, PathTarget *target, Contraction
     for (int s = 0; s < 2; s++)
       if (!x->rels[s]->cheapest_total_path || x->rels[s]->cheapest_total_path->param_info) ok = false;
     if (!ok) {
-      Note(Refusal{"a side without an unparameterized path"});
+      Note(rs, Refusal{"a side without an unparameterized path"});
       continue;
     }
     *plan = ContractionPlan();
     Refusal r = ShapeOf(root, x->clauses, sides, target, plan);
     if (!r) return x;
-    Note(r);
+    Note(rs, r);
   }
   return nullptr;
 }
@@ -348,31 +372,54 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   add_path(output_rel, &cp->path);
 }
 
+// Whether the node computes the grouping of the join input_rel, and how:
+// true where it added its path to output_rel; else, the reasons in *rs.
+bool ConsiderJoin(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, GroupPathExtraData *gx,
+                  Refusals *rs) {
+  if (Refusal r = GroupingFits(root->parse, gx)) {
+    Note(rs, r);
+    return false;
+  }
+  List *splits = JoinSplits(root, input_rel);
+  if (!splits) {
+    Note(rs, Refusal{"not an inner join"});
+    return false;
+  }
+  ContractionPlan plan;
+  Split *x = FirstFit(root, splits, output_rel->reltarget, &plan, rs);  // (noting each split's refusal)
+  if (!x) return false;
+  int b;
+  bool lazy;
+  if (Refusal r = ChooseBuildSide(plan, x, &b, &lazy)) {
+    Note(rs, r);
+    return false;
+  }
+  AddNodePath(root, input_rel, output_rel, &plan, x, b, lazy);
+  return true;
+}
+
 }  // namespace
 
 // create_upper_paths_hook: where a grouping of a join has a plan the node
 // computes, the node's path beside PostgreSQL's (and, over the window
-// stage, NumberGroups'); add_path chooses by cost.
+// stage, NumberGroups'); add_path chooses by cost. Where it has none, the
+// reasons go to the statement being explained, if it is this one
+// (KeepRefusals: its query is the top planner's).
 void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
                            void *extra) {
   if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
   if (mode == kOff || (mode == kPrograms && !in_program)) return;
   if (stage == UPPERREL_WINDOW) return NumberGroups(root, input_rel, output_rel);
   if (stage != UPPERREL_GROUP_AGG) return;
-  Query *parse = root->parse;
-  auto *gx = static_cast<GroupPathExtraData *>(extra);
-  if (parse->groupingSets || parse->havingQual || parse->hasTargetSRFs || gx->patype != PARTITIONWISE_AGGREGATE_NONE ||
-      input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist)
-    return Note(Refusal{"not one grouping of a join (or HAVING, grouping sets, set-returning functions)"});
-  List *splits = JoinSplits(root, input_rel);
-  if (!splits) return Note(Refusal{"not an inner join"});
-  ContractionPlan plan;
-  Split *x = FirstFit(root, splits, output_rel->reltarget, &plan);
-  if (!x) return;
-  int b;
-  bool lazy;
-  if (Refusal r = ChooseBuildSide(plan, x, &b, &lazy)) return Note(r);
-  AddNodePath(root, input_rel, output_rel, &plan, x, b, lazy);
+  // (a partition's grouping under partitionwise aggregation has an
+  // RELOPT_OTHER_JOINREL: its parent's says why)
+  if (input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist)
+    return Note(nullptr, Refusal{"not a grouping of a join"});
+  Refusals rs = {};
+  if (ConsiderJoin(root, input_rel, output_rel, static_cast<GroupPathExtraData *>(extra), &rs)) return;
+  PlannerInfo *top = root;
+  while (top->parent_root) top = top->parent_root;
+  KeepRefusals(top->parse, rs.why, rs.n);
 }
 
 }  // namespace ddx::pg::contraction
