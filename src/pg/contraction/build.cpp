@@ -49,7 +49,7 @@ bool OverLimit(State *st) {
   return used > st->limit;
 }
 
-// A build row's factors, on its first pair (kLazyFactors): from its child
+// A build row's factors, on its first pair (lazy_factors): from its child
 // tuple's values, kept at the build. PostgreSQL computes an aggregate's
 // argument only for the join's rows, after the join's other conditions: so
 // does this, called for a pair the key conditions kept.

@@ -1,80 +1,22 @@
-// The contraction node's private header: what its files share (one idea a
-// file: shape, path, plan, key_table, groups, build, exec, explain, install).
-//
-// The contraction node: a CustomScan that computes
-//
-//   SELECT <keys of a>, <keys of b>, SUM(f(a) * g(b)) [, SUM(...) ...]
-//   FROM a JOIN b ON a.k1 = b.k1 [AND ...] GROUP BY <keys of a>, <keys of b>
-//
-// without forming the join's rows: it hashes one side by its join key (each
-// row with its group key, interned to a dense id, and its factors), streams
-// the other, and adds each product straight into the accumulator of its pair
-// of group ids. A matmul's join has one row per (i, k, j); here the per-pair
-// work is one multiplication and one addition.
-//
-// Where: create_upper_paths_hook at UPPERREL_GROUP_AGG, which sees the join
-// and the GROUP BY together (planner.c, create_ordinary_grouping_paths, calls
-// it after the core's Agg paths are in grouped_rel). The input must be a join
-// of two sides (tables, subqueries, CTE scans, or joins of them: their
-// cheapest paths become the node's children; JoinSplits), inner, by hashable strict
-// equalities and by other conditions that read the GROUP BY keys alone
-// (attention's causal k.t <= q.t: tested once per group, when its first pair
-// of rows joins, and a group where it fails is dropped); every aggregate
-// of the target a plain SUM(float8) of a product float8mul(f, g) (or
-// float48mul, float84mul), or SUM(float4) of float4mul(f, g), with f over
-// one side's columns and g over the other's (or f a NULL guard of g's side
-// around a value of the other side, as ddx's backward writes it:
-// SplitGuard), AVG of such a product, or
-// COUNT(*) or COUNT(e) of one side's expression (NodeAggregate); every
-// other target entry a GROUP BY key over one side's columns, a column that
-// depends on a primary key grouped by (one more key: GroupKeys), or a stable
-// expression of the keys and aggregates; no HAVING, grouping sets, volatile
-// functions, sublinks or PARAM_EXEC; a side whose keys or factors may raise
-// an error is not the hashed one where the other's cannot (MayRaise), and
-// where both sides' factors may, the hashed side's are computed on each
-// row's first pair (LazyFactors). Any other query keeps PostgreSQL's own plan. The GUC
-// ddx.contraction decides where it is considered: off, programs (ddx's
-// gradient programs and jvp queries; the default) or all.
-//
-// Exactly PostgreSQL's answer: sum(float8) is float8pl over the non-NULL
-// products in some order (only the order of additions may differ); a NULL
-// factor contributes nothing; a group whose products are all NULL is NULL; a
-// group exists where at least one pair of rows joins; float8_mul and
-// float8_pl (utils/float.h) raise overflow and underflow as PostgreSQL does.
-// sum(float4) adds in float4 (float4pl, its transition function), so the
-// node rounds each product and each partial sum to float4 (float4_mul,
-// float4_pl) as PostgreSQL does; only the order of additions differs.
-// avg keeps float8_accum's N, Sx and Sxx (three accumulators) and returns
-// Sx / N, so that it raises where float8_accum does; count counts pairs.
-//
-// Memory: the node's context is held to get_hash_memory_limit() (work_mem ×
-// hash_mem_multiplier). Past it, before any row is returned, the node frees
-// its state and runs its third child instead: PostgreSQL's own hash
-// aggregate over the join, planned beside it (create_agg_path, never added
-// to the rel: add_path frees the paths it rejects). Long loops check for
-// interrupts. Parallel query: the node is never partial; it is parallel-safe
-// where its children are (then it may run in a worker over whole inputs).
-//
-// Expressions: each side's keys and factors are kept in custom_private with
-// their Vars turned into OUTER_VAR references to that child's output columns
-// (found by varno and varattno in the child's finished target list), and
-// evaluated with the child's tuple as the outer tuple. setrefs does not touch
-// custom_private, which is why no expression may need it (PARAM_EXEC,
-// SubPlans); $n parameters are read from the execution's parameter list, so
-// generic plans stay right.
+// What the contraction node's files share (README.md: what the node
+// computes, where it runs, why its answer is PostgreSQL's, its memory and
+// fallback, and which file holds what): the plan (ContractionPlan, one
+// AccSpec per aggregate), the path that carries it, the refusal a check
+// returns, and the hooks' and callbacks' entry points.
 //
 // The node's files are C-style C++: no object with a destructor lives in a
 // frame that a PostgreSQL error can longjmp over.
+//
+// No optimizer header here: the executor's files include this one, and
+// what only the planner's use is in planning.h.
 #pragma once
-#include "ddx/pg/contraction_node.h"
 
 extern "C" {
 #include "postgres.h"
 
 #include "commands/explain.h"
 #include "nodes/extensible.h"
-#include "nodes/pathnodes.h"
-#include "optimizer/planner.h"
+#include "nodes/parsenodes.h"
 }
 
 // Shared by the node's files only: hidden, so that calls bind inside ddx.so
@@ -83,11 +25,15 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
-// ddx.contraction, ddx.in_program and the hooks they chain (install.cpp).
+// ddx.contraction and ddx.in_program (install.cpp).
 enum ContractionMode { kOff, kPrograms, kAll };
 extern int mode;
 extern bool in_program;  // ddx.in_program: set by the runner's ProgramSettings
-extern create_upper_paths_hook_type prev_upper_hook;
+
+// The node's method tables (install.cpp).
+extern const CustomPathMethods kPathMethods;
+extern const CustomScanMethods kScanMethods;
+extern const CustomExecMethods kExecMethods;
 
 // --- the plan ------------------------------------------------------------------
 
@@ -117,9 +63,10 @@ struct AccSpec {
 };
 
 // What the node computes: made by the planner hook (shape.cpp, path.cpp),
-// carried by the path (ContractionPath), written into custom_private by
-// ToPrivate and read back by FromPrivate (private.cpp, the only code that
-// touches custom_private). Expressions are over the query's Vars in the
+// carried by the path (ContractionPath, planning.h), written into
+// custom_private by
+// ToPrivate and read back by FromPrivate (private.cpp, the only code
+// that touches custom_private). Expressions are over the query's Vars in the
 // path; in the plan, each side's are over its child's output (OUTER_VAR)
 // and key_quals over the scan tuple's keys (INDEX_VAR): PlanContraction.
 struct ContractionPlan {
@@ -150,50 +97,9 @@ struct ContractionPlan {
   List *aggrefs = NIL;                  // the Aggrefs, in the order of accs
 };
 
-// The node's path: a CustomPath carrying the plan it stands for.
-struct ContractionPath {
-  CustomPath path;
-  ContractionPlan plan;
-};
-
 // custom_private of the plan p, a list of copies; and back (private.cpp).
 List *ToPrivate(const ContractionPlan *p);
 void FromPrivate(List *priv, ContractionPlan *p);
-
-// --- planning ------------------------------------------------------------------
-
-// Why a query keeps PostgreSQL's plan: the value a check returns where it
-// decides, for its caller to log, show or pass on (as Citus's deferred
-// errors). A refusal is true; kFits, the check passed, is false.
-struct Refusal {
-  const char *why;  // a string literal, or nullptr: no refusal
-  explicit operator bool() const { return why != nullptr; }
-};
-constexpr Refusal kFits{nullptr};
-
-// Whether evaluating n might raise an error (not leakproof).
-bool MayRaise(Node *n);
-
-// The plan of the query over the split into `sides` joined by `clauses`,
-// into *p in the split's order: its join keys, group keys, other join
-// conditions and the aggregates of `target`; or why the node cannot compute
-// it (shape.cpp: the checks that decide).
-Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, ContractionPlan *p);
-
-// path.cpp: the planner hook, and the window functions NumberGroups takes in.
-// Whether n is computed from the node's scan tuple alone: its group keys,
-// its sums, and row_number() OVER () of the window `winref`.
-struct NumberCtx {
-  List *gexprs, *aggrefs, *wfuncs;
-  Index winref;
-};
-bool WindowFuncs(Node *n, NumberCtx *ctx);
-void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
-                           void *extra);
-
-// plan.cpp: the plan of the node's path.
-Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
-                      List *custom_plans);
 
 // explain.cpp: the refusals of a grouping of a join of `query`, kept where
 // it is the statement being explained (n reasons, distinct, in order); and

@@ -83,7 +83,7 @@ List *SlotFactors(List *factors, List *accs) {
 
 Node *CreateState(CustomScan *cs) {
   State *st = reinterpret_cast<State *>(newNode(sizeof(State), T_CustomScanState));
-  st->css.methods = &ddx::pg::kContractionExecMethods;
+  st->css.methods = &kExecMethods;
   return reinterpret_cast<Node *>(&st->css);
 }
 

@@ -21,7 +21,7 @@ namespace ddx::pg::contraction {
 // Where each is a plain Var of the child's output or a constant (the other
 // side's 1 of a count or of a sum of one side), its value is read from the
 // slot or the Const, not run through ExecEvalExpr: the matmul's 160k probe
-// rows evaluated three lists of Vars each (perf: Eval 3% of the forward).
+// rows evaluate three lists of Vars each (bench/RESULTS.md has the profile).
 struct Exprs {
   List *states;  // ExprStates
   int n;
@@ -68,7 +68,7 @@ struct State {
   Datum *rkeys;  // rowcap * nk
   double *rf;    // rowcap * nagg
   bool *rfnull;
-  // Lazy factors (kLazyFactors): each build row's child tuple (bnatts
+  // Lazy factors (ContractionPlan::lazy_factors): each build row's child tuple (bnatts
   // values), its factors computed on its first pair (rdone) in lec.
   bool lazy;
   int bnatts;

@@ -157,7 +157,8 @@ void DenseInit(DenseCells *d, uint32 build_groups) {
 // the hash table must find it rejected, not test it again and count it twice.
 // `last`: the build is over and nothing looks a group up again, so the
 // groups are appended without their hash (each pair of ids is in one cell):
-// the matmul's 80k groups went through GroupFind, 9% of its forward (perf).
+// the matmul's 80k groups went through GroupFind, a visible part of its
+// forward (bench/RESULTS.md).
 void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, bool last) {
   if (last) {  // (room for every cell with a pair: d->touched of them)
     uint32 cells = static_cast<uint32>(d->touched);

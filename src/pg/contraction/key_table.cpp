@@ -59,8 +59,8 @@ int32 KeyFind(KeyTable *t, const Datum *v, const bool *isnull, uint32 *hp, uint3
   int nk = t->nkeys;
   // Rows of one group tend to come together (a table's rows in the order
   // they were written, x(i, k) by i): the last id is tried first, without
-  // hashing (the matmul's 160k rows of x, 10k groups; KeyIntern and its
-  // hash were 9% of the forward, perf).
+  // hashing (the matmul's 160k rows of x have 10k groups; the figure that
+  // made it worth doing is in bench/RESULTS.md).
   if (t->integers && t->last >= 0) {
     bool same = true;
     for (int k = 0; k < nk && same; k++) {

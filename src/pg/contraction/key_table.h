@@ -33,9 +33,10 @@ struct KeyTable {
   int32 last;  // the id found last (integers): rows of a group come together
   // One integer key of small values (0 <= v < dcap): its id at dmap[v], -1
   // none, without hashing; grown while the values stay within a few times
-  // the keys' count (the matmul's backward: x's 16 column ids met in turn,
-  // KeyFind 5% of it; a probe row's join key, looked up in jk through it,
-  // 8%). Every key below dcap is in dmap: a miss there is a miss.
+  // the keys' count (the matmul's backward meets x's 16 column ids in turn,
+  // and each probe row's join key is looked up in jk through it; the
+  // profile that asked for it is in bench/RESULTS.md). Every key below dcap
+  // is in dmap: a miss there is a miss.
   int32 *dmap;
   uint32 dcap;
 };

@@ -1,7 +1,7 @@
 // The planner hook: where the node is considered, its children, its
 // fallback and its cost (contraction.h).
 #include <utility>
-#include "contraction.h"
+#include "planning.h"
 
 extern "C" {
 #include "postgres.h"
@@ -183,9 +183,10 @@ void OrientSides(ContractionPlan *p, int build) {
 // row_number() OVER () over the node's groups, numbered by the node as it
 // emits them (without ORDER BY, any order is row_number()'s), instead of a
 // WindowAgg over its output: a program numbers a saved aggregate's groups
-// so where its keys cannot be its rid (ops/aggregate.cpp). The matmul's 80k
-// groups: 108 -> 75 ms for the saved product (measured). The path is the
-// node's, with the window's target and a WindowAgg over its fallback.
+// so where its keys cannot be its rid (ops/aggregate.cpp), and a WindowAgg
+// over the matmul's 80k groups cost more than the product (bench/RESULTS.md).
+// The path is the node's, with the window's target and a WindowAgg over its
+// fallback.
 void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel) {
   Query *parse = root->parse;
   if (list_length(parse->windowClause) != 1) return;
@@ -195,7 +196,7 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   ListCell *lc;
   foreach (lc, input_rel->pathlist) {
     Path *x = static_cast<Path *>(lfirst(lc));
-    if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &ddx::pg::kContractionPathMethods)
+    if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &kPathMethods)
       node = reinterpret_cast<ContractionPath *>(x);
   }
   // (the window's output target, as its WindowAgg paths have it)
@@ -367,7 +368,7 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   plan->lazy_factors = lazy;
   OrientSides(plan, b);
   node->plan = *plan;
-  cp->methods = &ddx::pg::kContractionPathMethods;
+  cp->methods = &kPathMethods;
   elog(DEBUG1, "ddx contraction considered: cost %.1f against %.1f", cp->path.total_cost, best->total_cost);
   add_path(output_rel, &cp->path);
 }

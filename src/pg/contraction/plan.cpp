@@ -1,6 +1,6 @@
 // PlanCustomPath: the node's plan from its path, each side's expressions
 // over its child's output (contraction.h).
-#include "contraction.h"
+#include "planning.h"
 
 extern "C" {
 #include "postgres.h"
@@ -86,7 +86,7 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
   cs->scan.plan.qual = NIL;
   cs->scan.scanrelid = 0;
   cs->flags = best->flags;
-  cs->methods = &ddx::pg::kContractionScanMethods;
+  cs->methods = &kScanMethods;
   cs->custom_plans = custom_plans;
   // The scan tuple: the group keys, then the sums.
   List *scan = NIL;

@@ -1,7 +1,7 @@
 // The checks that decide whether the node computes a query: which side its
 // expressions read, whether they may raise, the join keys, the group keys,
 // and the aggregates it accepts (contraction.h).
-#include "contraction.h"
+#include "planning.h"
 
 extern "C" {
 #include "postgres.h"
