@@ -1,6 +1,7 @@
-// The groups (groups.h).
-#include "groups.h"
+// The groups' two stores, the hash table and the dense cells, and the table
+// of accumulator kinds with their emit functions (groups.h).
 #include <cmath>
+#include "groups.h"
 
 extern "C" {
 #include "postgres.h"
@@ -10,6 +11,20 @@ extern "C" {
 
 namespace ddx::pg::contraction {
 
+namespace {
+
+// Room for `cap` groups in t.
+void GrowGroups(MemoryContext cxt, GroupTable *t, int nagg, uint32 cap) {
+  Reserve(cxt, &t->ida, t->cap, cap, 1);
+  Reserve(cxt, &t->idb, t->cap, cap, 1);
+  Reserve(cxt, &t->sum, t->cap, cap, nagg);
+  Reserve(cxt, &t->has, t->cap, cap, nagg);
+  Reserve(cxt, &t->ok, t->cap, cap, 1);
+  t->cap = cap;
+}
+
+}  // namespace
+
 void GroupTableInit(MemoryContext cxt, GroupTable *a) {
   memset(a, 0, sizeof *a);
   a->nslots = 1024;
@@ -18,7 +33,6 @@ void GroupTableInit(MemoryContext cxt, GroupTable *a) {
   memset(a->keys, 0, sizeof(uint64) * a->nslots);
 }
 
-// The accumulator of the group (ida, idb), created if new (*created).
 uint32 GroupFind(MemoryContext cxt, GroupTable *a, int nagg, uint32 ida, uint32 idb, bool *created) {
   uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
   uint32 mask = a->nslots - 1, i = Mix64(key) & mask;
@@ -26,15 +40,7 @@ uint32 GroupFind(MemoryContext cxt, GroupTable *a, int nagg, uint32 ida, uint32 
   for (; a->keys[i] != 0; i = (i + 1) & mask)
     if (a->keys[i] == key) return a->at[i];
   *created = true;
-  if (a->n == a->cap) {
-    uint32 c = Max(256u, a->cap * 2);
-    Reserve(cxt, &a->ida, a->cap, c, 1);
-    Reserve(cxt, &a->idb, a->cap, c, 1);
-    Reserve(cxt, &a->sum, a->cap, c, nagg);
-    Reserve(cxt, &a->has, a->cap, c, nagg);
-    Reserve(cxt, &a->ok, a->cap, c, 1);
-    a->cap = c;
-  }
+  if (a->n == a->cap) GrowGroups(cxt, a, nagg, Max(256u, a->cap * 2));
   uint32 at = a->n++;
   a->ok[at] = true;
   a->ida[at] = ida;
@@ -163,13 +169,7 @@ void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, boo
   if (last) {  // (room for every cell with a pair: d->touched of them)
     uint32 cells = static_cast<uint32>(d->touched);
     if (t->n + cells > t->cap) {
-      uint32 c = Max(256u, t->n + cells);
-      Reserve(cxt, &t->ida, t->cap, c, 1);
-      Reserve(cxt, &t->idb, t->cap, c, 1);
-      Reserve(cxt, &t->sum, t->cap, c, nagg);
-      Reserve(cxt, &t->has, t->cap, c, nagg);
-      Reserve(cxt, &t->ok, t->cap, c, 1);
-      t->cap = c;
+      GrowGroups(cxt, t, nagg, Max(256u, t->n + cells));
     }
   }
   for (uint32 idb = 0; idb < d->nrows; idb++) {

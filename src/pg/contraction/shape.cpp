@@ -347,6 +347,18 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
   return kFits;
 }
 
+// The group key e of side `side`, compared by the operator eqop and hashed
+// by hash.
+void AddGroupKey(ContractionPlan *p, Node *e, int side, Oid eqop, RegProcedure hash) {
+  p->group_keys = lappend(p->group_keys, e);
+  p->group_side = lappend_int(p->group_side, side);
+  p->group_eq = lappend_oid(p->group_eq, get_opcode(eqop));
+  p->group_hash = lappend_oid(p->group_hash, hash);
+  p->group_coll = lappend_oid(p->group_coll, exprCollation(e));
+}
+
+// The GROUP BY keys, and the output columns that depend on a primary key
+// grouped by, each of one side and hashable.
 Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) {
   ListCell *lc;
   foreach (lc, root->parse->groupClause) {
@@ -356,11 +368,7 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) 
     RegProcedure lh, rh;
     if (side < 0 || !sgc->hashable || !get_op_hash_functions(sgc->eqop, &lh, &rh))
       return Refusal{"a GROUP BY key that is not a hashable expression of one side"};
-    s->group_keys = lappend(s->group_keys, e);
-    s->group_side = lappend_int(s->group_side, side);
-    s->group_eq = lappend_oid(s->group_eq, get_opcode(sgc->eqop));
-    s->group_hash = lappend_oid(s->group_hash, lh);
-    s->group_coll = lappend_oid(s->group_coll, exprCollation(e));
+    AddGroupKey(s, e, side, sgc->eqop, lh);
   }
   // A column of the output that is not a GROUP BY key: a plain Var there
   // depends on a primary key grouped by (the parser allows no other), either
@@ -381,11 +389,7 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) 
     RegProcedure lh, rh;
     if (side < 0 || !OidIsValid(eqop) || !hashable || !get_op_hash_functions(eqop, &lh, &rh))
       return Refusal{"an output column that depends on a primary key grouped by, of a type without hashing"};
-    s->group_keys = lappend(s->group_keys, e);
-    s->group_side = lappend_int(s->group_side, side);
-    s->group_eq = lappend_oid(s->group_eq, get_opcode(eqop));
-    s->group_hash = lappend_oid(s->group_hash, lh);
-    s->group_coll = lappend_oid(s->group_coll, exprCollation(e));
+    AddGroupKey(s, e, side, eqop, lh);
   }
   return kFits;
 }
