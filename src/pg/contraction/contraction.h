@@ -1,8 +1,9 @@
-// What the contraction node's files share (README.md: what the node
+// What all the contraction node's files share (README.md: what the node
 // computes, where it runs, why its answer is PostgreSQL's, its memory and
-// fallback, and which file holds what): the plan (ContractionPlan, one
-// AccSpec per aggregate), the path that carries it, the refusal a check
-// returns, and the hooks' and callbacks' entry points.
+// fallback, and which file holds what): the settings, the method tables,
+// the plan (ContractionPlan, one AccSpec per aggregate) with the functions
+// that put it in custom_private and take it out, and the EXPLAIN and
+// executor entry points.
 //
 // The node's files are C-style C++: no object with a destructor lives in a
 // frame that a PostgreSQL error can longjmp over.
@@ -44,7 +45,7 @@ constexpr int kBuild = 0;
 constexpr int kProbe = 1;
 
 // The aggregate forms the node computes (NodeAggregate), each with one row
-// in the table of accumulator kinds.
+// in the table of accumulator kinds (groups.h: AccOps).
 enum class AccKind : uint8 {
   kSum,        // sum(float8) of f * g (float8mul, float48mul, float84mul), or of one side's expression
   kSumFloat4,  // sum(float4) of float4mul(f, g): each product and partial sum rounded to float4
@@ -64,11 +65,11 @@ struct AccSpec {
 
 // What the node computes: made by the planner hook (shape.cpp, path.cpp),
 // carried by the path (ContractionPath, planning.h), written into
-// custom_private by
-// ToPrivate and read back by FromPrivate (private.cpp, the only code
-// that touches custom_private). Expressions are over the query's Vars in the
-// path; in the plan, each side's are over its child's output (OUTER_VAR)
-// and key_quals over the scan tuple's keys (INDEX_VAR): PlanContraction.
+// custom_private by ToPrivate and read back by FromPrivate (private.cpp, the
+// only code that touches custom_private). Expressions are over the query's
+// Vars in the path; in the plan, each side's are over its child's output
+// (OUTER_VAR) and key_quals over the scan tuple's keys (INDEX_VAR):
+// PlanContraction.
 struct ContractionPlan {
   // The join's equalities, one entry per clause.
   List *join_keys[2] = {NIL, NIL};  // each side's operand

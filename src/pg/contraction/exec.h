@@ -1,4 +1,5 @@
-// The node's executor state (exec.cpp, build.cpp, explain.cpp).
+// The node's executor state, shared by exec.cpp, build.cpp and explain.cpp;
+// and Eval, which reads a row's expressions.
 #pragma once
 #include "contraction.h"
 #include "groups.h"
@@ -41,6 +42,10 @@ struct Accumulator {
   int slot;
 };
 
+// The node while it runs: what Begin read from the plan (expressions,
+// functions, accumulators), the build side's rows, the key tables and the
+// groups, in the node's memory context (cxt, reset by a fallback or a
+// rescan), and what EXPLAIN ANALYZE reports.
 struct State {
   CustomScanState css;
   MemoryContext cxt;

@@ -1,5 +1,5 @@
-// What EXPLAIN says of the node: where it runs, what it computes (its
-// plan, read through FromPrivate) and, with ANALYZE, what it did (exec.h);
+// What EXPLAIN says of the node: what it computes (its plan, read through
+// FromPrivate) and, with ANALYZE, what it did (exec.h);
 // and, under ddx.contraction = all, why a grouping of a join of the
 // statement is not the node's: one line "Contraction Refused: <reasons>" per
 // grouping so refused, in planning order (ExplainWithRefusals).
@@ -99,6 +99,10 @@ void ExplainWithRefusals(Query *query, int cursorOptions, IntoClause *into, Expl
   if (mode == kAll) ShowRefusals(log.lines, es);
 }
 
+// ExplainCustomScan: the node's join and group keys, its aggregates by
+// kind, what it does besides (numbering, lazy factors, key conditions);
+// with ANALYZE, its rows, pairs, groups, accumulator and peak memory, or
+// that it fell back.
 void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   State *st = reinterpret_cast<State *>(node);
   CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);

@@ -1,5 +1,8 @@
-// The planner hook: where the node is considered, its children, its
-// fallback and its cost (contraction.h).
+// The planner hook (create_upper_paths_hook): for a grouping of a join, the
+// splits of the join into two sides, the first whose plan the shape checks
+// accept, its build side, its fallback and its cost, and the node's path;
+// the reasons where there is none, for EXPLAIN; and NumberGroups over the
+// window stage (planning.h).
 #include <utility>
 #include "planning.h"
 

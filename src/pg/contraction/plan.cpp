@@ -1,5 +1,7 @@
-// PlanCustomPath: the node's plan from its path, each side's expressions
-// over its child's output (contraction.h).
+// PlanCustomPath: the CustomScan of the node's path: the scan tuple (group
+// keys, aggregates, row_number()), each side's expressions over its child's
+// output, the key conditions over the scan tuple, written into
+// custom_private by ToPrivate (planning.h).
 #include "planning.h"
 
 extern "C" {

@@ -43,9 +43,10 @@ bool MayRaise(Node *n);
 // it (shape.cpp: the checks that decide).
 Refusal ShapeOf(PlannerInfo *root, List *clauses, const Relids sides[2], PathTarget *target, ContractionPlan *p);
 
-// path.cpp: the planner hook, and the window functions NumberGroups takes in.
-// Whether n is computed from the node's scan tuple alone: its group keys,
-// its sums, and row_number() OVER () of the window `winref`.
+// path.cpp: the planner hook. NumberGroups's walkers read the node's group
+// keys and sums and the window's winref, and collect the row_number()
+// calls in wfuncs; WindowFuncs collects every WindowFunc of n there (plan.cpp
+// takes the one the node numbers its groups with).
 struct NumberCtx {
   List *gexprs, *aggrefs, *wfuncs;
   Index winref;

@@ -1,6 +1,8 @@
-// The checks that decide whether the node computes a query: which side its
-// expressions read, whether they may raise, the join keys, the group keys,
-// and the aggregates it accepts (contraction.h).
+// The checks that decide whether the node computes a grouping over a split
+// of a join, and fill its plan: which side an expression reads, whether it
+// may raise, the join keys, the group keys, the other join conditions, the
+// aggregates and the outputs. Each returns its Refusal as a value; ShapeOf
+// runs them in order (planning.h).
 #include "planning.h"
 
 extern "C" {
