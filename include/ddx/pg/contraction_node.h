@@ -1,21 +1,13 @@
-// The contraction node (src/pg/contraction_node.cpp): a CustomScan for a
-// grouped SUM of products over an equi-join, chosen by the planner where
-// ddx.contraction allows it.
+// The contraction node (src/pg/contraction/, whose README.md says what it
+// is): a CustomScan for a grouped SUM of products over an equi-join, chosen
+// by the planner where ddx.contraction allows it. What the rest of ddx uses
+// of it.
 #pragma once
-
-extern "C" {
-#include "postgres.h"
-
-#include "nodes/extensible.h"
-}
 
 namespace ddx::pg {
 
-extern const CustomPathMethods kContractionPathMethods;
-extern const CustomScanMethods kContractionScanMethods;
-extern const CustomExecMethods kContractionExecMethods;
-
-// Defines ddx.contraction and installs the planner hook; from _PG_init.
+// Defines ddx.contraction and installs the planner and EXPLAIN hooks; from
+// _PG_init.
 void InstallContraction();
 
 // Whether ddx's programs run with the node (ddx.contraction is not off): the

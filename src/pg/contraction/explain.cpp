@@ -1,0 +1,149 @@
+// What EXPLAIN says of the node: what it computes (its plan, read through
+// FromPrivate) and, with ANALYZE, what it did (exec.h);
+// and, under ddx.contraction = all, why a grouping of a join of the
+// statement is not the node's: one line "Contraction Refused: <reasons>" per
+// grouping so refused, in planning order (ExplainWithRefusals).
+#include "exec.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "executor/instrument.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
+#include "portability/instr_time.h"
+#include "tcop/tcopprot.h"
+#include "utils/ruleutils.h"
+}
+
+namespace ddx::pg::contraction {
+
+namespace {
+
+// The refusals kept while a statement is explained: those of the groupings
+// of joins of `query`, its subqueries and CTEs (planned with it), one line
+// each. Statements planned while it runs (EXPLAIN ANALYZE of a function that
+// runs queries of its own) have other Query trees, and keep nothing here.
+struct RefusalLog {
+  const Query *query;
+  MemoryContext cxt;  // the lines'
+  List *lines;
+};
+
+// The innermost statement being explained (EXPLAIN may nest: a function that
+// EXPLAIN ANALYZE runs may explain a statement of its own), or null.
+RefusalLog *explaining = nullptr;
+
+// What ExplainOneQuery does without a hook in PostgreSQL 15 (explain.c),
+// which does not export it (17 does: standard_ExplainOneQuery): plans the
+// query, timed, and explains the plan.
+void StandardExplainOneQuery(Query *query, int cursorOptions, IntoClause *into, ExplainState *es,
+                             const char *queryString, ParamListInfo params, QueryEnvironment *queryEnv) {
+  instr_time planstart, planduration;
+  BufferUsage bufusage_start, bufusage;
+  if (es->buffers) bufusage_start = pgBufferUsage;
+  INSTR_TIME_SET_CURRENT(planstart);
+  PlannedStmt *plan = pg_plan_query(query, queryString, cursorOptions, params);
+  INSTR_TIME_SET_CURRENT(planduration);
+  INSTR_TIME_SUBTRACT(planduration, planstart);
+  if (es->buffers) {
+    memset(&bufusage, 0, sizeof(BufferUsage));
+    BufferUsageAccumDiff(&bufusage, &pgBufferUsage, &bufusage_start);
+  }
+  ExplainOnePlan(plan, into, es, queryString, params, queryEnv, &planduration, es->buffers ? &bufusage : nullptr);
+}
+
+// The lines, after the statement's plan: in text, one "Contraction Refused"
+// line each; in JSON, YAML and XML, one more object beside the statement's
+// ("Query"), {"Contraction Refused": [lines]}.
+void ShowRefusals(List *lines, ExplainState *es) {
+  if (!lines) return;
+  if (es->format == EXPLAIN_FORMAT_TEXT) {
+    ListCell *lc;
+    foreach (lc, lines) ExplainPropertyText("Contraction Refused", static_cast<const char *>(lfirst(lc)), es);
+    return;
+  }
+  ExplainOpenGroup("Contraction", nullptr, true, es);
+  ExplainPropertyList("Contraction Refused", lines, es);
+  ExplainCloseGroup("Contraction", nullptr, true, es);
+}
+
+}  // namespace
+
+void KeepRefusals(const Query *query, const char *const *why, int n) {
+  if (!explaining || explaining->query != query || n == 0) return;
+  MemoryContext old = MemoryContextSwitchTo(explaining->cxt);
+  StringInfoData line;
+  initStringInfo(&line);
+  for (int i = 0; i < n; i++) appendStringInfo(&line, "%s%s", i ? "; " : "", why[i]);
+  explaining->lines = lappend(explaining->lines, line.data);
+  MemoryContextSwitchTo(old);
+}
+
+void ExplainWithRefusals(Query *query, int cursorOptions, IntoClause *into, ExplainState *es, const char *queryString,
+                         ParamListInfo params, QueryEnvironment *queryEnv) {
+  RefusalLog log = {query, CurrentMemoryContext, NIL};
+  RefusalLog *outer = explaining;
+  explaining = &log;
+  PG_TRY();
+  {
+    if (prev_explain_hook)
+      prev_explain_hook(query, cursorOptions, into, es, queryString, params, queryEnv);
+    else
+      StandardExplainOneQuery(query, cursorOptions, into, es, queryString, params, queryEnv);
+  }
+  PG_FINALLY();
+  { explaining = outer; }
+  PG_END_TRY();
+  if (mode == kAll) ShowRefusals(log.lines, es);
+}
+
+// ExplainCustomScan: the node's join and group keys, its aggregates by
+// kind, what it does besides (numbering, lazy factors, key conditions);
+// with ANALYZE, its rows, pairs, groups, accumulator and peak memory, or
+// that it fell back.
+void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
+  State *st = reinterpret_cast<State *>(node);
+  CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
+  ContractionPlan plan;
+  FromPrivate(cs->custom_private, &plan);
+  ExplainPropertyInteger("Join Keys", nullptr, list_length(plan.join_keys[kBuild]), es);
+  ExplainPropertyInteger("Group Keys", nullptr, list_length(plan.group_keys), es);
+  // Each kind's EXPLAIN property, with how many aggregates are of a kind
+  // that has it: "Sums" always, the others where there are some.
+  const char *labels[] = {"Sums", "Counts", "Averages"};
+  for (const char *label : labels) {
+    int n = 0;
+    ListCell *lc;
+    foreach (lc, plan.accs) n += strcmp(AccOps(static_cast<const AccSpec *>(lfirst(lc))->kind).explain, label) == 0;
+    if (n || label == labels[0]) ExplainPropertyInteger(label, nullptr, n, es);
+  }
+  if (plan.numbered) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
+  if (plan.lazy_factors) ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
+  if (List *quals = plan.key_quals) {
+    // (deparsed against the node's scan tuple, whose columns are the keys)
+    List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);
+    ExplainPropertyText("Key Condition",
+                        deparse_expression(reinterpret_cast<Node *>(make_ands_explicit(quals)), ctx, true, false), es);
+  }
+  if (es->analyze) {
+    if (st->fellback) {
+      ExplainPropertyText("Fell Back", "memory limit reached: PostgreSQL's aggregate ran", es);
+    } else if (!st->built && node->ss.ps.worker_instrument) {
+      // (run in a parallel worker only: this is the leader's state, and the
+      // node shares none of its counts with it)
+      ExplainPropertyText("Ran In", "parallel workers, whose counts and memory are not shown", es);
+      return;
+    } else {
+      ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
+      ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
+      ExplainPropertyInteger("Groups", nullptr, st->groups.n - st->groups.rejected, es);
+      ExplainPropertyText("Accumulator", st->dense.how, es);
+      if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->groups.rejected, es);
+    }
+    ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);
+  }
+}
+
+}  // namespace ddx::pg::contraction
