@@ -23,17 +23,6 @@ bool IsDdxCall(Node *node) {
   return f == oids.grad || (OidIsValid(f) && (f == oids.vjp || f == oids.value || f == oids.jvp || f == oids.hvp));
 }
 
-bool ContainsGrad(Node *node, void *ctx) {
-  if (!node) return false;
-  if (IsDdxCall(node)) return true;
-  if (IsA(node, Query)) {
-    Query *q = castNode(Query, node);
-    if (Query *inner = InnerQuery(q)) return ContainsGrad((Node *)inner, ctx);
-    return query_tree_walker(q, (bool (*)())ContainsGrad, ctx, 0);
-  }
-  return expression_tree_walker(node, (bool (*)())ContainsGrad, ctx);
-}
-
 bool Collect(Node *node, Collector *c) {
   if (!node) return false;
   if (IsA(node, Query)) {

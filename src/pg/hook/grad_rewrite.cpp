@@ -216,9 +216,7 @@ void RewriteCall(GradCall &call, const Programs &prog) {
 
 }  // namespace
 
-void RewriteStatement(Query *query, std::vector<Oid> stop_oids) {
-  Collector c;
-  PgCall([&] { Collect((Node *)query, &c); });
+void RewriteStatement(Query *query, Collector &c, std::vector<Oid> stop_oids) {
   Groups gs = GroupCalls(c.calls);
   std::vector<Programs> programs;
   for (size_t g = 0; g < gs.losses.size(); g++) {

@@ -35,13 +35,17 @@ Oid ExtensionSchema(Oid ext) {
 void PostParseAnalyze(ParseState *pstate, Query *query, JumbleState *jstate) {
   if (prev_post_parse_analyze_hook) prev_post_parse_analyze_hook(pstate, query, jstate);
   if (!IsTransactionState() || !LookupOids()) return;
-  if (!ContainsGrad((Node *)query, nullptr)) return;
   PendingError err;  // plain buffers: safe to longjmp over
   Guard(err, [&] {
+    // One walk of the statement: the calls of ddx's functions, each with the
+    // Query levels around it; most statements have none.
+    Collector c;
+    PgCall([&] { Collect((Node *)query, &c); });
+    if (c.calls.empty() && c.jvps.empty()) return;
     std::vector<Oid> stop;
     for (Oid o : oids.stop)
       if (OidIsValid(o)) stop.push_back(o);
-    RewriteStatement(query, stop);
+    RewriteStatement(query, c, stop);
   });
   if (err.set) err.Raise(pstate);
 }

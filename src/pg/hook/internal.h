@@ -142,7 +142,6 @@ struct Levels {
 // calls.cpp: the calls of a statement and what their arguments name
 Query *InnerQuery(Query *q);
 bool IsDdxCall(Node *node);
-bool ContainsGrad(Node *node, void *ctx);
 bool Collect(Node *node, Collector *c);
 Node *StripRelabel(Node *n);
 void ResolveParam(GradCall &call);
@@ -171,6 +170,6 @@ void GatherLevel(Query *q, int location);
 void RefuseDistributedWrite(const GradCall &call);
 
 // grad_rewrite.cpp: grad, vjp, hvp and ddx_value calls rewritten
-void RewriteStatement(Query *query, std::vector<Oid> stop_oids);
+void RewriteStatement(Query *query, Collector &c, std::vector<Oid> stop_oids);
 
 }  // namespace ddx::pg
