@@ -22,7 +22,10 @@ SHLIB_LINK = -lstdc++
 
 # pg_regress: every test/regress/sql/*.sql, in name order, in one database.
 REGRESS = $(sort $(patsubst $(srcdir)/test/regress/sql/%.sql,%,$(wildcard $(srcdir)/test/regress/sql/*.sql)))
-REGRESS_OPTS = --inputdir=test/regress --outputdir=test/out --load-extension=ddx
+# (Their results in test/out, or REGRESS_OUT: one folder per major.)
+REGRESS_OUT ?= test/out
+REGRESS_OPTS = --inputdir=$(srcdir)/test/regress --outputdir=$(REGRESS_OUT) --load-extension=ddx
+REGRESS_PREP = regress_out
 
 # No LLVM bitcode: it needs a clang matching the server's LLVM and buys nothing here.
 override with_llvm = no
@@ -34,6 +37,16 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 -include $(OBJS:.o=.d)
+
+# A build in a folder of its own (one per PostgreSQL major, as scripts/test.sh
+# does: make -f SRC/Makefile VPATH=SRC): the objects' folders exist there too.
+ifneq ($(srcdir),.)
+$(shell mkdir -p $(sort $(dir $(OBJS))) test)
+endif
+
+.PHONY: regress_out
+regress_out:
+	mkdir -p $(REGRESS_OUT)
 
 ddx--$(EXTVERSION).sql: $(SQL_PARTS)
 	for f in $^; do cat $$f; echo; done > $@

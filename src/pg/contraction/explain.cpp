@@ -5,6 +5,8 @@
 // grouping so refused, in planning order (ExplainWithRefusals).
 #include "exec.h"
 
+#include "ddx/pg/compat.h"
+
 extern "C" {
 #include "postgres.h"
 
@@ -34,25 +36,6 @@ struct RefusalLog {
 // The innermost statement being explained (EXPLAIN may nest: a function that
 // EXPLAIN ANALYZE runs may explain a statement of its own), or null.
 RefusalLog *explaining = nullptr;
-
-// What ExplainOneQuery does without a hook in PostgreSQL 15 (explain.c),
-// which does not export it (17 does: standard_ExplainOneQuery): plans the
-// query, timed, and explains the plan.
-void StandardExplainOneQuery(Query *query, int cursorOptions, IntoClause *into, ExplainState *es,
-                             const char *queryString, ParamListInfo params, QueryEnvironment *queryEnv) {
-  instr_time planstart, planduration;
-  BufferUsage bufusage_start, bufusage;
-  if (es->buffers) bufusage_start = pgBufferUsage;
-  INSTR_TIME_SET_CURRENT(planstart);
-  PlannedStmt *plan = pg_plan_query(query, queryString, cursorOptions, params);
-  INSTR_TIME_SET_CURRENT(planduration);
-  INSTR_TIME_SUBTRACT(planduration, planstart);
-  if (es->buffers) {
-    memset(&bufusage, 0, sizeof(BufferUsage));
-    BufferUsageAccumDiff(&bufusage, &pgBufferUsage, &bufusage_start);
-  }
-  ExplainOnePlan(plan, into, es, queryString, params, queryEnv, &planduration, es->buffers ? &bufusage : nullptr);
-}
 
 // The lines, after the statement's plan: in text, one "Contraction Refused"
 // line each; in JSON, YAML and XML, one more object beside the statement's
@@ -91,7 +74,7 @@ void ExplainWithRefusals(Query *query, int cursorOptions, IntoClause *into, Expl
     if (prev_explain_hook)
       prev_explain_hook(query, cursorOptions, into, es, queryString, params, queryEnv);
     else
-      StandardExplainOneQuery(query, cursorOptions, into, es, queryString, params, queryEnv);
+      compat::StandardExplainOneQuery(query, cursorOptions, into, es, queryString, params, queryEnv);
   }
   PG_FINALLY();
   { explaining = outer; }

@@ -6,6 +6,8 @@
 #include <utility>
 #include "planning.h"
 
+#include "ddx/pg/compat.h"
+
 extern "C" {
 #include "postgres.h"
 
@@ -58,7 +60,7 @@ List *SplitClauses(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *a, RelOpt
       if (bms_is_subset(ri->required_relids, joinrel->relids)) out = list_append_unique_ptr(out, ri);
     }
   }
-  return list_concat(out, generate_join_implied_equalities(root, joinrel->relids, a->relids, b));
+  return list_concat(out, compat::JoinImpliedEqualities(root, joinrel->relids, a->relids, b));
 }
 
 bool SameSplit(List *splits, Relids a, Relids b) {
@@ -215,8 +217,8 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   CustomPath *cp = &numbered->path;
   cp->path.parent = output_rel;
   cp->path.pathtarget = target;
-  Path *fallback = reinterpret_cast<Path *>(create_windowagg_path(
-      root, output_rel, static_cast<Path *>(lthird(node->path.custom_paths)), target, ctx.wfuncs, wc, NIL, true));
+  Path *fallback = reinterpret_cast<Path *>(compat::WindowAggPathOf(
+      root, output_rel, static_cast<Path *>(lthird(node->path.custom_paths)), target, ctx.wfuncs, wc));
   cp->custom_paths = list_make3(linitial(node->path.custom_paths), lsecond(node->path.custom_paths), fallback);
   cp->path.parallel_safe = node->path.path.parallel_safe && fallback->parallel_safe;
   add_path(output_rel, &cp->path);
@@ -309,7 +311,6 @@ Refusal ChooseBuildSide(const ContractionPlan &plan, const Split *x, int *build,
 // memory runs out: planned beside it, never added to the rel (add_path
 // frees the paths it rejects). *best gets the grouped rel's cheapest path.
 Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, Path **best) {
-  Query *parse = root->parse;
   AggClauseCosts costs;
   MemSet(&costs, 0, sizeof costs);
   get_agg_clause_costs(root, AGGSPLIT_SIMPLE, &costs);
@@ -320,8 +321,8 @@ Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_
     if (!*best || x->total_cost < (*best)->total_cost) *best = x;
   }
   return reinterpret_cast<Path *>(create_agg_path(root, output_rel, input_rel->cheapest_total_path,
-                                                  output_rel->reltarget, parse->groupClause ? AGG_HASHED : AGG_PLAIN,
-                                                  AGGSPLIT_SIMPLE, parse->groupClause, NIL, &costs, (*best)->rows));
+                                                  output_rel->reltarget, compat::GroupClause(root) ? AGG_HASHED : AGG_PLAIN,
+                                                  AGGSPLIT_SIMPLE, compat::GroupClause(root), NIL, &costs, (*best)->rows));
 }
 
 // Adds the node's path for the plan over the split x, built on side b

@@ -5,6 +5,8 @@
 // runs them in order (planning.h).
 #include "planning.h"
 
+#include "ddx/pg/compat.h"
+
 extern "C" {
 #include "postgres.h"
 
@@ -363,7 +365,7 @@ void AddGroupKey(ContractionPlan *p, Node *e, int side, Oid eqop, RegProcedure h
 // grouped by, each of one side and hashable.
 Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) {
   ListCell *lc;
-  foreach (lc, root->parse->groupClause) {
+  foreach (lc, compat::GroupClause(root)) {
     SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
     Node *e = get_sortgroupclause_expr(sgc, root->processed_tlist);
     int side = SideOf(root, e, sides, 0);
@@ -448,7 +450,7 @@ Refusal TargetFits(PlannerInfo *root, PathTarget *target, const Relids sides[2],
     // A GROUP BY key, or a column that depends on one (GroupKeys). Other
     // entries with a sortgroupref are ORDER BY's or DISTINCT's: over the
     // keys and sums as any other.
-    if (ref != 0 && get_sortgroupref_clause_noerr(ref, root->parse->groupClause)) continue;
+    if (ref != 0 && get_sortgroupref_clause_noerr(ref, compat::GroupClause(root))) continue;
     if (list_member(s->group_keys, e)) continue;
     SumsCtx ctx{root, sides, s, kFits};
     if (NotOverSums(e, &ctx)) {

@@ -2,6 +2,8 @@
 // (see internal.h).
 #include "internal.h"
 
+#include "ddx/pg/compat.h"
+
 namespace ddx::pg {
 // The Query inside a utility statement that carries one (CTAS, EXPLAIN, DECLARE).
 Query *InnerQuery(Query *q) {
@@ -135,7 +137,7 @@ NamedRel ResolveName(const GradCall &call, Node *arg, const char *what, bool all
   };
   Found f = PgCall([&] {
     Found r{InvalidOid, 0};
-    List *names = stringToQualifiedNameList(name.c_str());
+    List *names = compat::QualifiedNameList(name.c_str());
     r.relid = RangeVarGetRelid(makeRangeVarFromNameList(names), AccessShareLock, true);
     if (OidIsValid(r.relid)) r.relkind = get_rel_relkind(r.relid);
     return r;
@@ -225,9 +227,7 @@ void ForgetRelation(RangeTblEntry *rte) {
   rte->rellockmode = 0;
   rte->tablesample = nullptr;
   rte->inh = false;
-  rte->requiredPerms = 0;
-  rte->checkAsUser = InvalidOid;
-  rte->selectedCols = rte->insertedCols = rte->updatedCols = rte->extraUpdatedCols = nullptr;
+  compat::ForgetPermissions(rte);
 }
 
 }  // namespace ddx::pg

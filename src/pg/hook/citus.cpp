@@ -1,6 +1,8 @@
 // A statement that calls grad over Citus tables (see internal.h).
 #include "internal.h"
 
+#include "ddx/pg/compat.h"
+
 namespace ddx::pg {
 namespace {
 
@@ -182,6 +184,7 @@ void GatherLevel(Query *q, int location) {
       relation_close(rel, NoLock);
       sub->limitOffset = (Node *)makeConst(INT8OID, -1, InvalidOid, 8, Int64GetDatum(0), false, FLOAT8PASSBYVAL);
       sub->limitOption = LIMIT_OPTION_COUNT;
+      compat::MovePermissions(q, rte, sub, inner);
       ForgetRelation(rte);
       rte->rtekind = RTE_SUBQUERY;
       rte->subquery = sub;

@@ -1,6 +1,8 @@
 // Forward mode: jvp calls rewritten (see internal.h).
 #include "internal.h"
 
+#include "ddx/pg/compat.h"
+
 namespace ddx::pg {
 // --- forward mode (jvp) --------------------------------------------------------
 //
@@ -68,7 +70,7 @@ ParamTarget JvpParam(FuncExpr *fe, const std::string &spec) {
   };
   Found f = PgCall([&] {
     Found r{InvalidOid, 0, InvalidOid, nullptr};
-    List *names = stringToQualifiedNameList(spec.c_str());
+    List *names = compat::QualifiedNameList(spec.c_str());
     if (list_length(names) < 2) return r;
     r.att = pstrdup(strVal(llast(names)));
     names = list_truncate(names, list_length(names) - 1);
@@ -138,7 +140,7 @@ std::vector<Tangent> PairTangents(FuncExpr *fe, const std::vector<Query *> &stac
       foreach (lc, t.cte->ctecolnames) names.push_back(strVal(lfirst(lc)));
     } else {
       Oid relid = PgCall([&] {
-        return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(tname.c_str())), AccessShareLock,
+        return RangeVarGetRelid(makeRangeVarFromNameList(compat::QualifiedNameList(tname.c_str())), AccessShareLock,
                                 true);
       });
       if (!OidIsValid(relid))

@@ -3,6 +3,8 @@
 // What a user wrote, for an expression node the loss cannot contain.
 #include "internal.h"
 
+#include "ddx/pg/compat.h"
+
 namespace ddx::pg {
 
 namespace {
@@ -104,6 +106,9 @@ ExprP Translator::VarOf(Var *v, const Ctx &c) {
     copy->varlevelsup--;
     return Expr((Node *)copy, *c.outer);
   }
+  // (a grouping expression, behind its own Var in 18: as if written out,
+  // so that the group's column is found as in 15 and 17)
+  if (Node *g = c.q ? compat::GroupedExprOf(c.q, v) : nullptr) return Expr(g, c);
   if (c.group_exprs)
     Refuse("column used outside an aggregate without appearing in GROUP BY", "", "Add the column to GROUP BY.");
   if (v->varattno <= 0) Refuse("system column or whole-row reference in the loss");

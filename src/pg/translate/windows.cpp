@@ -1,6 +1,8 @@
 // Window functions of a Query level (see internal.h).
 #include "internal.h"
 
+#include "ddx/pg/compat.h"
+
 namespace ddx::pg {
 
 // Windows. A whole-partition aggregate (no ORDER BY, or a frame spanning the
@@ -95,11 +97,9 @@ SortKey TranslateSortKey(SortGroupClause *sgc, int col) {
   SortKey k;
   k.col = col;
   k.nulls_first = sgc->nulls_first;
-  Oid opfamily, opcintype;
-  int16 strategy;
-  bool ok = PgCall([&] { return get_ordering_op_properties(sgc->sortop, &opfamily, &opcintype, &strategy); });
+  bool ok = false;
+  k.desc = PgCall([&] { return compat::OrderingIsDescending(sgc->sortop, &ok); });
   if (!ok) Refuse("ORDER BY with a non-btree operator in the loss");
-  k.desc = strategy == BTGreaterStrategyNumber;
   return k;
 }
 
