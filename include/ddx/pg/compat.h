@@ -67,7 +67,8 @@ inline void ForgetPermissions(RangeTblEntry *rte) {
 inline void MovePermissions(Query *from, RangeTblEntry *outer, Query *to, RangeTblEntry *inner) {
 #if PG_VERSION_NUM >= 160000
   if (outer->perminfoindex == 0) return;
-  RTEPermissionInfo *p = static_cast<RTEPermissionInfo *>(copyObjectImpl(getRTEPermissionInfo(from->rteperminfos, outer)));
+  RTEPermissionInfo *p =
+      static_cast<RTEPermissionInfo *>(copyObjectImpl(getRTEPermissionInfo(from->rteperminfos, outer)));
   to->rteperminfos = list_make1(p);
   inner->perminfoindex = 1;
 #else

@@ -321,8 +321,9 @@ Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_
     if (!*best || x->total_cost < (*best)->total_cost) *best = x;
   }
   return reinterpret_cast<Path *>(create_agg_path(root, output_rel, input_rel->cheapest_total_path,
-                                                  output_rel->reltarget, compat::GroupClause(root) ? AGG_HASHED : AGG_PLAIN,
-                                                  AGGSPLIT_SIMPLE, compat::GroupClause(root), NIL, &costs, (*best)->rows));
+                                                  output_rel->reltarget,
+                                                  compat::GroupClause(root) ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE,
+                                                  compat::GroupClause(root), NIL, &costs, (*best)->rows));
 }
 
 // Adds the node's path for the plan over the split x, built on side b
