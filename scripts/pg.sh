@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 cluster with ddx preloaded, for tests and demos.
+# A throwaway PostgreSQL cluster with ddx preloaded, for tests and demos
+# (15 unless DDX_PGBIN names another installation: scripts/pgmajor.sh).
 #   scripts/pg.sh start | restart | stop | env | psql [args...]
 # PostgreSQL refuses to run as root: as root, the server runs as the
 # unprivileged system user `ddx` (created if missing).

@@ -4,7 +4,7 @@
 #
 #   scripts/pgmajor.sh MAJOR prepare     builds or installs it (once; later a no-op)
 #   scripts/pgmajor.sh MAJOR env         prints the exports that select it:
-#                                        PG_CONFIG, DDX_PGBIN, DDX_PGROOT
+#                                        PG_CONFIG and DDX_PGBIN
 #   scripts/pgmajor.sh MAJOR run CMD...  runs CMD where that major's programs run
 #
 # 15: Debian 12's own packages (scripts/deps.sh installs them).
@@ -80,7 +80,7 @@ prepare_17() {
     echo "create_main_cluster = false" >"$ROOT/etc/postgresql-common/createcluster.conf"
     in_root env DEBIAN_FRONTEND=noninteractive apt-get -qq update
     in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      postgresql-17 postgresql-server-dev-17 g++ make >"$CACHE/trixie-apt.log" 2>&1 ||
+      postgresql-17 postgresql-server-dev-17 g++ make cmake libgtest-dev libpg-query-dev >"$CACHE/trixie-apt.log" 2>&1 ||
       { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
     in_root apt-get clean
   fi
@@ -109,12 +109,12 @@ in_root() {
 
 case "$MAJOR:$ACTION" in
   15:prepare) "$REPO/scripts/deps.sh" ;;
-  15:env) echo "export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config DDX_PGBIN=/usr/lib/postgresql/15/bin DDX_PGROOT=" ;;
+  15:env) echo "export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config DDX_PGBIN=/usr/lib/postgresql/15/bin" ;;
   15:run | 18:run) shift 2; exec "$@" ;;
   18:prepare) prepare_18 ;;
-  18:env) echo "export PG_CONFIG=$CACHE/pg18/bin/pg_config DDX_PGBIN=$CACHE/pg18/bin DDX_PGROOT=" ;;
+  18:env) echo "export PG_CONFIG=$CACHE/pg18/bin/pg_config DDX_PGBIN=$CACHE/pg18/bin" ;;
   17:prepare) prepare_17 ;;
-  17:env) echo "export PG_CONFIG=/usr/lib/postgresql/17/bin/pg_config DDX_PGBIN=/usr/lib/postgresql/17/bin DDX_PGROOT=$ROOT" ;;
+  17:env) echo "export PG_CONFIG=/usr/lib/postgresql/17/bin/pg_config DDX_PGBIN=/usr/lib/postgresql/17/bin" ;;
   17:run) shift 2; in_root "$@" ;;
   *) echo "usage: $0 15|17|18 prepare|env|run CMD..." >&2; exit 2 ;;
 esac

@@ -6,6 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+IN_MAJOR=
 passed=0
 failed=0
 note() { printf '\n== %s\n' "$*"; }
@@ -18,15 +19,18 @@ tally() {
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-1}))
 }
-# The pg_regress suites, their log in build/$1.
+# The pg_regress suites, their log in build/$1, their results in test/out
+# or $2 (run by $IN_MAJOR: another major's root).
 run_regress() {
-  make -s installcheck PG_CONFIG=$PG_CONFIG 2>&1 | tee "build/$1" | grep -E "^(ok|not ok|test|#)|tests" || true
+  local out=${2:-test/out}
+  $IN_MAJOR make -s installcheck PG_CONFIG="$PG_CONFIG" REGRESS_OUT="$out" 2>&1 | tee "build/$1" |
+    grep -E "^(ok|not ok|test|#)|tests" || true
   local p f
   p=$(grep -cE "^(ok|test) .*\.\.\. ok|^ok " "build/$1")
   f=$(grep -cE "FAILED|^not ok " "build/$1")
   passed=$((passed + p))
   failed=$((failed + f))
-  [ "$f" -gt 0 ] && [ -f test/out/regression.diffs ] && head -200 test/out/regression.diffs
+  [ "$f" -gt 0 ] && [ -f "$out/regression.diffs" ] && head -200 "$out/regression.diffs"
   return 0
 }
 # The soak at the CI seed; $1 lines of its report shown.
@@ -53,21 +57,27 @@ run_torch() {
 scripts/deps.sh || exit 1
 scripts/build.sh || exit 1
 
+# The GoogleTest suite of the core, built in $1 (by $IN_MAJOR's compiler).
+run_unit() {
+  local out p f
+  if $IN_MAJOR cmake -S test/unit -B "$1" -DCMAKE_BUILD_TYPE=Debug >"$1.log" 2>&1 &&
+     $IN_MAJOR cmake --build "$1" -j2 >>"$1.log" 2>&1; then
+    out=$($IN_MAJOR sh -c "cd '$1' && ./ddx_unit_tests" 2>&1)
+    echo "$out" | tail -3
+    p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p')
+    f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed.*/\1/p')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    [ -z "$p" ] && failed=$((failed + 1))
+  else
+    cat "$1.log"
+    failed=$((failed + 1))
+  fi
+}
+
 mkdir -p build
 note "unit tests (GoogleTest, ASan + UBSan)"
-if cmake -S test/unit -B build/unit -DCMAKE_BUILD_TYPE=Debug >build/unit.log 2>&1 &&
-   cmake --build build/unit -j2 >>build/unit.log 2>&1; then
-  out=$(cd build/unit && ./ddx_unit_tests 2>&1)
-  echo "$out" | tail -3
-  p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p')
-  f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed.*/\1/p')
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-0}))
-  [ -z "$p" ] && failed=$((failed + 1))
-else
-  cat build/unit.log
-  failed=$((failed + 1))
-fi
+run_unit build/unit
 
 note "pg_regress"
 scripts/pg.sh start || exit 1
@@ -168,6 +178,59 @@ for setting in off on; do
   fi
   scripts/citus.sh stop
 done
+
+# Another major ($1, 17 or 18; scripts/pgmajor.sh prepares it once): ddx
+# built in build/pg$1 and installed there, a cluster of that major, and the
+# suites whose answers may depend on it: pg_regress, the PyTorch oracles,
+# the soak, the node fuzz, faults and the program goldens. On 17 the unit
+# tests too, built by Debian 13's compiler with its libpg_query of 17's
+# grammar; on 18 they would be the binary above again (the core includes no
+# PostgreSQL header). The rest stays on 15: valgrind, the node on and off,
+# the session without ddx loaded; Citus 13.2 supports 15 to 17.
+test_major() {
+  local m=$1 saved_pg_config=$PG_CONFIG
+  note "PostgreSQL $m: build, pg_regress, PyTorch oracles, soak, node fuzz, faults, goldens"
+  if ! scripts/pgmajor.sh "$m" prepare >"build/pg$m-prepare.log" 2>&1; then
+    tail -30 "build/pg$m-prepare.log"
+    failed=$((failed + 1))
+    return
+  fi
+  eval "$(scripts/pgmajor.sh "$m" env)"
+  export DDX_PGDATA=/tmp/ddx-pg$m-$(id -u) DDX_PGPORT=543$m
+  IN_MAJOR="scripts/pgmajor.sh $m run"
+  local repo=$PWD
+  mkdir -p "build/pg$m"
+  if ! (cd "build/pg$m" && $repo/$IN_MAJOR make -s -j2 -f "$repo/Makefile" VPATH="$repo" PG_CONFIG="$PG_CONFIG" &&
+        $repo/$IN_MAJOR make -s -f "$repo/Makefile" VPATH="$repo" PG_CONFIG="$PG_CONFIG" install) \
+        >"build/pg$m-build.log" 2>&1 || grep -q "warning:" "build/pg$m-build.log"; then
+    cat "build/pg$m-build.log"
+    failed=$((failed + 1))
+  elif $IN_MAJOR scripts/pg.sh start; then
+    eval "$(scripts/pg.sh env)"
+    [ "$m" = 17 ] && run_unit "build/unit$m"
+    run_regress "regress$m.log" "build/pg$m/out"
+    run_torch 1
+    run_soak 1
+    out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/contraction_fuzz.py --queries 2000 --seed 20261203 2>&1)
+    echo "$out" | tail -1
+    tally "contraction fuzz" "$out"
+    out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/faults.py 2>&1)
+    echo "$out" | tail -1
+    tally faults "$out"
+    out=$(PGDATABASE=postgres /usr/bin/python3 test/golden/programs.py 2>&1)
+    echo "$out" | tail -1
+    tally golden "$out"
+    $IN_MAJOR scripts/pg.sh stop
+  else
+    failed=$((failed + 1))
+  fi
+  IN_MAJOR=
+  PG_CONFIG=$saved_pg_config
+  unset DDX_PGBIN DDX_PGDATA DDX_PGPORT
+  eval "$(scripts/pg.sh env)"
+}
+
+for m in ${DDX_MAJORS-17 18}; do test_major "$m"; done
 
 echo
 echo "$passed passed, $failed failed"
