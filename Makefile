@@ -1,10 +1,16 @@
 # ddx: PGXS build. `make && make install`; tests: scripts/test.sh
 EXTENSION = ddx
-EXTVERSION = 0.1
+# The newest version: ddx.control's default_version, the library's
+# ddx_version(). Every release is a tag vA.B; a change of the SQL API after
+# one raises this and ships sql/upgrades/ddx--A.B--C.D.sql beside the parts
+# (test/upgrade checks that the two give the same objects).
+EXTVERSION = 0.2
 MODULE_big = ddx
-# The install script is built from the SQL API's parts, sql/*.sql in name
-# order (one concern each).
+# The install script of the newest version is built from the SQL API's parts,
+# sql/*.sql in name order (one concern each); older versions are reached
+# through the upgrade scripts.
 DATA_built = ddx--$(EXTVERSION).sql
+DATA = $(wildcard $(srcdir)/sql/upgrades/ddx--*--*.sql)
 SQL_PARTS = $(sort $(wildcard $(srcdir)/sql/*.sql))
 PGFILEDESC = "ddx - differentiable SQL"
 
@@ -14,7 +20,7 @@ CORE_SRCS = $(sort $(wildcard $(srcdir)/src/core/*.cpp $(srcdir)/src/core/ops/*.
 PG_SRCS = $(sort $(wildcard $(srcdir)/src/pg/*.cpp $(srcdir)/src/pg/*/*.cpp))
 OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS) $(PG_SRCS))
 
-PG_CPPFLAGS = -I$(srcdir)/include
+PG_CPPFLAGS = -I$(srcdir)/include -DDDX_VERSION='"$(EXTVERSION)"'
 # -MMD -MP: each object's header dependencies (x.d beside x.o), included below,
 # so that a changed header rebuilds every file that includes it.
 PG_CXXFLAGS = -std=c++17 -MMD -MP -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type
@@ -37,6 +43,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 -include $(OBJS:.o=.d)
+
+ifneq ($(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/ddx.control),$(EXTVERSION))
+$(error ddx.control's default_version is not EXTVERSION $(EXTVERSION))
+endif
 
 # A build in a folder of its own (one per PostgreSQL major, as scripts/test.sh
 # does: make -f SRC/Makefile VPATH=SRC): the objects' folders exist there too.

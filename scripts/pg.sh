@@ -23,7 +23,10 @@ case "${1:-}" in
     rm -rf "$DIR"
     mkdir -p "$DIR"
     [ ${#RUNAS[@]} -gt 0 ] && chown ddx "$DIR"
-    "${RUNAS[@]}" "$PGBIN/initdb" -D "$DIR" --auth=trust --no-sync -E UTF8 --locale=C >"$DIR.initdb.log" 2>&1 \
+    # (DDX_INITDB_OPTS: more of initdb's options, such as 18's
+    # --no-data-checksums for a cluster that pg_upgrade fills from 15's)
+    # shellcheck disable=SC2086
+    "${RUNAS[@]}" "$PGBIN/initdb" -D "$DIR" --auth=trust --no-sync -E UTF8 --locale=C ${DDX_INITDB_OPTS:-} >"$DIR.initdb.log" 2>&1 \
       || { cat "$DIR.initdb.log"; exit 1; }
     cat >>"$DIR/postgresql.conf" <<CONF
 port = $PORT

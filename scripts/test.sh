@@ -232,6 +232,16 @@ test_major() {
 
 for m in ${DDX_MAJORS-17 18}; do test_major "$m"; done
 
+note "pg_upgrade from 15 to 18 of a cluster with training runs: they train on as without it"
+out=$(test/upgrade/pg_upgrade.sh 2>&1)
+echo "$out" | tail -4
+tally pg_upgrade "$out"
+
+note "ALTER EXTENSION ddx UPDATE from the previous release (its tag, built from git): runs train on as without it"
+out=$(test/upgrade/run.sh 2>&1)
+echo "$out" | grep -E "^(upgrading|FAIL)|upgrade:"
+tally upgrade "$out"
+
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,4 +1,6 @@
--- ddx 0.1: reverse-mode gradients of SQL queries.
+-- ddx: reverse-mode gradients of SQL queries. (The install script of the
+-- newest version, made of sql/*.sql; sql/upgrades/ has one script from each
+-- release to the next.)
 \echo Use "CREATE EXTENSION ddx" to load this file. \quit
 
 -- ddx's own schema (see "ddx's own schema _ddx" below): its internal

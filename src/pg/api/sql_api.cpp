@@ -55,6 +55,7 @@ PG_FUNCTION_INFO_V1(ddx_run_lock);
 PG_FUNCTION_INFO_V1(ddx_run_unlock);
 PG_FUNCTION_INFO_V1(ddx_nonatomic);
 PG_FUNCTION_INFO_V1(ddx_first_time);
+PG_FUNCTION_INFO_V1(ddx_library_version);
 }
 
 #include "ddx/pg/sql_api.h"
@@ -338,5 +339,9 @@ Datum ddx_first_time(PG_FUNCTION_ARGS) {
   MemoryContextSwitchTo(old);
   PG_RETURN_BOOL(true);
 }
+
+// _ddx.library_version() RETURNS text: the version this library was built
+// as (the Makefile's EXTVERSION).
+Datum ddx_library_version(PG_FUNCTION_ARGS) { PG_RETURN_TEXT_P(cstring_to_text(DDX_VERSION)); }
 
 }  // extern "C"

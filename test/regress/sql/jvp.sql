@@ -189,7 +189,10 @@ DROP VIEW jmodel, jc;
 SET client_min_messages = warning;
 \set ECHO none
 \o /dev/null
-\i examples/newton_cg.sql
+-- (pg_regress's input folder is test/regress, wherever the build runs)
+\getenv regress PG_ABS_SRCDIR
+\set example :regress '/../../examples/newton_cg.sql'
+\i :example
 \o
 \set ECHO all
 RESET client_min_messages;

@@ -7,7 +7,10 @@ CREATE SCHEMA optim_fixture;
 SET search_path = optim_fixture, public;
 \set VERBOSITY terse
 SET client_min_messages = warning;
-\i test/fixtures/adamw_mlp.sql
+-- (pg_regress's input folder is test/regress, wherever the build runs)
+\getenv regress PG_ABS_SRCDIR
+\set fixture :regress '/../fixtures/adamw_mlp.sql'
+\i :fixture
 ALTER TABLE w1 ADD PRIMARY KEY (i, j);
 ALTER TABLE w2 ADD PRIMARY KEY (i, j);
 ALTER TABLE b1 ADD PRIMARY KEY (j);
