@@ -8,9 +8,10 @@ EXTVERSION = 0.2
 MODULE_big = ddx
 # The install script of the newest version is built from the SQL API's parts,
 # sql/*.sql in name order (one concern each); older versions are reached
-# through the upgrade scripts.
-DATA_built = ddx--$(EXTVERSION).sql
-DATA = $(wildcard $(srcdir)/sql/upgrades/ddx--*--*.sql)
+# through the upgrade scripts. (An absolute name: in a build folder of its own
+# (VPATH), make would otherwise take the source tree's copy for it.)
+DATA_built = $(abspath ddx--$(EXTVERSION).sql)
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/upgrades/ddx--*--*.sql))
 SQL_PARTS = $(sort $(wildcard $(srcdir)/sql/*.sql))
 PGFILEDESC = "ddx - differentiable SQL"
 
@@ -48,8 +49,10 @@ ifneq ($(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/ddx.contr
 $(error ddx.control's default_version is not EXTVERSION $(EXTVERSION))
 endif
 
-# A build in a folder of its own (one per PostgreSQL major, as scripts/test.sh
-# does: make -f SRC/Makefile VPATH=SRC): the objects' folders exist there too.
+# A build in a folder of its own (make -f SRC/Makefile VPATH=SRC, as Debian's
+# pg_buildext does for each major): the objects' folders exist there too. (As
+# for any PGXS build, the source tree must hold no build of its own: make
+# would take its ddx.so for the folder's.)
 ifneq ($(srcdir),.)
 $(shell mkdir -p $(sort $(dir $(OBJS))) test)
 endif
@@ -58,5 +61,5 @@ endif
 regress_out:
 	mkdir -p $(REGRESS_OUT)
 
-ddx--$(EXTVERSION).sql: $(SQL_PARTS)
+$(abspath ddx--$(EXTVERSION).sql): $(SQL_PARTS)
 	for f in $^; do cat $$f; echo; done > $@

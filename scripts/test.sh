@@ -198,10 +198,13 @@ test_major() {
   eval "$(scripts/pgmajor.sh "$m" env)"
   export DDX_PGDATA=/tmp/ddx-pg$m-$(id -u) DDX_PGPORT=543$m
   IN_MAJOR="scripts/pgmajor.sh $m run"
-  local repo=$PWD
-  mkdir -p "build/pg$m"
-  if ! (cd "build/pg$m" && $repo/$IN_MAJOR make -s -j2 -f "$repo/Makefile" VPATH="$repo" PG_CONFIG="$PG_CONFIG" &&
-        $repo/$IN_MAJOR make -s -f "$repo/Makefile" VPATH="$repo" PG_CONFIG="$PG_CONFIG" install) \
+  # (built in a copy of the tree: a VPATH build would take this tree's
+  # ddx.so, built for 15, for its own)
+  local repo=$PWD src=build/pg$m/src
+  mkdir -p "$src"
+  git ls-files -z | xargs -0 cp -p -u --parents -t "$src"
+  if ! (cd "$src" && $repo/$IN_MAJOR make -s -j2 PG_CONFIG="$PG_CONFIG" &&
+        $repo/$IN_MAJOR make -s install PG_CONFIG="$PG_CONFIG") \
         >"build/pg$m-build.log" 2>&1 || grep -q "warning:" "build/pg$m-build.log"; then
     cat "build/pg$m-build.log"
     failed=$((failed + 1))
@@ -241,6 +244,11 @@ note "ALTER EXTENSION ddx UPDATE from the previous release (its tag, built from 
 out=$(test/upgrade/run.sh 2>&1)
 echo "$out" | grep -E "^(upgrading|FAIL)|upgrade:"
 tally upgrade "$out"
+
+note "the Debian package: dpkg-buildpackage, installed into PostgreSQL 15, CREATE EXTENSION and a gradient"
+out=$(test/package/run.sh 2>&1)
+echo "$out" | grep -vE "^ok "
+tally package "$out"
 
 echo
 echo "$passed passed, $failed failed"

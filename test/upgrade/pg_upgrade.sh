@@ -3,7 +3,15 @@
 # majors: a 15 cluster trains (test_upgrade.py before), pg_upgrade copies it
 # into an 18 cluster, which trains on and is compared with training on 18
 # alone (test_upgrade.py after-pg_upgrade). ddx of this tree must be
-# installed in both (scripts/test.sh has done it; 18 from scripts/pgmajor.sh).
+# installed in the system's 15 and in 18 (scripts/test.sh has done both).
+#
+# Which 15: Debian 12's security update 15.20 gives every column an
+# attribute option pg_attver that 18.6 (the newest 18 Debian serves) does not
+# know, so pg_upgrade from 15.20 to 18.6 fails for any cluster with a table
+# ("unrecognized parameter"), ddx or not. The old cluster is therefore Debian
+# 12's point release of 15 (bookworm main, 15.18 today), unpacked once from its
+# packages (server and headers) into $DDX_CACHE/pg15-point, and ddx built
+# against its headers (15.20's headers call functions 15.18 does not have).
 # Ends with one line "pg_upgrade: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,9 +20,30 @@ fail() {
   echo "pg_upgrade: 0 passed, 1 failed"
   exit 1
 }
-OLD=/usr/lib/postgresql/15/bin
+CACHE=${DDX_CACHE:-/var/cache/ddx}
 NEW=$(eval "$(scripts/pgmajor.sh 18 env)" && echo "$DDX_PGBIN")
 [ -x "$NEW/pg_upgrade" ] || fail "PostgreSQL 18 is not prepared (scripts/pgmajor.sh 18 prepare)"
+ROOT=$CACHE/pg15-point
+OLD=$ROOT/usr/lib/postgresql/15/bin
+if [ ! -x "$OLD/postgres" ]; then
+  point=$(apt-cache madison postgresql-15 | awk -F'|' '$3 ~ /bookworm\/main/ { gsub(/ /, "", $2); print $2; exit }')
+  [ -n "$point" ] || fail "no point release of postgresql-15 in bookworm main"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download "postgresql-15=$point" "postgresql-server-dev-15=$point" >/dev/null 2>&1 &&
+    mkdir -p "$ROOT" && for d in *.deb; do dpkg-deb -x "$d" "$ROOT" || exit 1; done) ||
+    fail "could not unpack postgresql-15 $point"
+  rm -rf "$tmp"
+fi
+src=build/pg15-point/src
+mkdir -p "$src"
+git ls-files -z | xargs -0 cp -p -u --parents -t "$src"
+make -C "$src" -s -j2 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config \
+  includedir_server="$ROOT/usr/include/postgresql/15/server" >build/pg15-point.log 2>&1 ||
+  { tail -20 build/pg15-point.log; fail "ddx did not build against 15's point release"; }
+cp "$src/ddx.so" "$ROOT/usr/lib/postgresql/15/lib/" &&
+  cp "$src"/ddx.control "$src"/ddx--*.sql "$src"/sql/upgrades/*.sql "$ROOT/usr/share/postgresql/15/extension/" ||
+  fail "could not install ddx into 15's point release"
+echo "from $("$OLD/postgres" --version) to $("$NEW/postgres" --version)"
 version=$(sed -n 's/^EXTVERSION = //p' Makefile)
 OLD_DATA=/tmp/ddx-pgu15-$(id -u)
 NEW_DATA=/tmp/ddx-pgu18-$(id -u)
@@ -42,7 +71,10 @@ if ! (cd "$work" && "${RUNAS[@]}" "$NEW/pg_upgrade" -b "$OLD" -B "$NEW" -d "$OLD
 fi
 grep -E "^Upgrade Complete" "$work/pg_upgrade.log"
 
-DDX_PGBIN=$NEW DDX_PGDATA=$NEW_DATA scripts/pg.sh restart || fail "the upgraded 18 cluster did not start"
+# (pg_ctl start, not restart: restart would reuse the options pg_upgrade ran
+# the server with, binary-upgrade mode among them)
+"${RUNAS[@]}" "$NEW/pg_ctl" -D "$NEW_DATA" -l "$NEW_DATA/server.log" -w start >/dev/null ||
+  fail "the upgraded 18 cluster did not start"
 trap 'DDX_PGBIN=$NEW DDX_PGDATA=$NEW_DATA scripts/pg.sh stop; rm -rf "$OLD_DATA" "$NEW_DATA" "$work"' EXIT
 eval "$(DDX_PGPORT=54332 scripts/pg.sh env)"
 /usr/bin/python3 test/upgrade/test_upgrade.py after-pg_upgrade "$version"

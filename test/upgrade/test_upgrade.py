@@ -25,6 +25,7 @@ the same version on both sides):
 Ends with one line "upgrade: N passed, M failed" (or "pg_upgrade: ...").
 """
 import os
+import re
 import sys
 
 import psycopg2
@@ -40,7 +41,7 @@ def check(ok, what, detail=""):
     global passed, failed
     if ok:
         passed += 1
-        print("ok  ", what)
+        print("ok  ", what, detail if detail.startswith("(") else "")
     else:
         failed += 1
         print("FAIL", what, detail)
@@ -153,6 +154,13 @@ def close(a, b):
     return True, f"(largest relative difference {worst:.1e})"
 
 
+def difference(a, b):
+    """What differs between two descriptions: the parts of each that the
+    other lacks."""
+    pa, pb = set(re.split(r", |\n", a or "")), set(re.split(r", |\n", b or ""))
+    return f"{sorted(pa - pb)} against {sorted(pb - pa)}"
+
+
 # The extension's objects, each described by what a user or pg_dump sees.
 OBJECTS = """
 WITH m AS (
@@ -176,7 +184,8 @@ SELECT pg_describe_object(m.classid, m.objid, 0) AS object,
                               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
                             (SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), ', ' ORDER BY conname)
                                FROM pg_constraint WHERE conrelid = c.oid),
-                            (SELECT string_agg(pg_get_indexdef(indexrelid), ', ' ORDER BY 1) FROM pg_index WHERE indrelid = c.oid),
+                            (SELECT string_agg(pg_get_indexdef(indexrelid), ', ' ORDER BY pg_get_indexdef(indexrelid))
+                               FROM pg_index WHERE indrelid = c.oid),
                             (SELECT string_agg(concat_ws(' ', polname, polcmd, polpermissive, polroles::text,
                                                          pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)),
                                                ', ' ORDER BY polname) FROM pg_policy WHERE polrelid = c.oid),
@@ -236,7 +245,7 @@ def main():
     differ = sorted(k for k in set(updated) | set(fresh) if updated.get(k) != fresh.get(k))
     check(not differ and len(fresh) > 50,
           f"the updated extension's {len(updated)} objects are those CREATE EXTENSION makes ({len(fresh)})",
-          "; ".join(f"{k}: {updated.get(k)!r} against {fresh.get(k)!r}"[:600] for k in differ[:5]))
+          "; ".join(f"{k}: {difference(updated.get(k), fresh.get(k))}" for k in differ[:5]))
     admin = connect("postgres")
     for db in ("ddx_up", "ddx_ref", "ddx_fresh"):
         rows(admin, f"DROP DATABASE {db} WITH (FORCE)")

@@ -69,6 +69,12 @@ GRANT USAGE ON SCHEMA security TO regress_ddx_trainer, regress_ddx_reader;
 GRANT SELECT, UPDATE ON tp TO regress_ddx_trainer;
 GRANT SELECT ON tp TO regress_ddx_reader;
 ALTER ROLE regress_ddx_reader LOGIN;
+-- (where the cluster asks for passwords, as Debian's pg_virtualenv makes it
+-- do, the reader logs in with the password in PGPASSWORD)
+\getenv password PGPASSWORD
+\if :{?password}
+ALTER ROLE regress_ddx_reader PASSWORD :'password';
+\endif
 SET ROLE regress_ddx_trainer;
 SELECT step FROM ddx_adamw_step('SELECT sum(val * val) FROM security.tp', ARRAY['security.tp.val'], 0.1, state_name => 'trainer''s');
 SELECT name, owner FROM ddx_runs;
