@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # Citus for ddx's tests: a coordinator and two workers on this machine.
-#   scripts/citus.sh build | start | stop | env | psql [args...]
+#   scripts/citus.sh build | start | stop | env | psql [args...] | source
 #   scripts/citus.sh node-stop N | node-start N   (N = 1, 2: a worker; for fault tests)
+#   scripts/citus.sh source   (prints the path of the vendored source it builds from)
 #
 # build: Debian 12 packages no Citus and no other package source can be
 # reached, so Citus 13.2.2 is built from the release source vendored beside
 # the repository (../shared/vendor/citus-13.2.2.tar.xz, or $DDX_VENDOR; see
 # its README), once: skipped when citus.so is installed. Exit status 3 when
 # the source is not there (the tests report Citus as not available).
-# start: three throwaway clusters (ports 54340 coordinator, 54341, 54342),
+# start: three throwaway clusters (ports 54340 coordinator, 54341, 54342, or
+# DDX_CITUS_PORT and the two after it),
 # shared_preload_libraries = 'citus,ddx' (Citus first), TCP on localhost
 # with trust (the nodes connect to each other), a database `citus` with both
 # extensions on every node, the workers added to the coordinator. As root,
 # the servers run as the unprivileged user `ddx`, as scripts/pg.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-PGBIN=/usr/lib/postgresql/15/bin
+# (another major: PG_CONFIG and DDX_PGBIN, as scripts/pgmajor.sh prints them;
+# for 17 the script runs inside its root: scripts/pgmajor.sh 17 run ...)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=${DDX_PGBIN:-/usr/lib/postgresql/15/bin}
 BASE=${DDX_CITUS_DATA:-/tmp/ddx-citus-$(id -u)}
-PORTS=(54340 54341 54342)
+P0=${DDX_CITUS_PORT:-54340}  # the coordinator's port; the workers', the next two
+PORTS=("$P0" $((P0 + 1)) $((P0 + 2)))
 SOCK=/tmp
 RUNAS=()
 DBUSER=$(id -un)
@@ -42,7 +47,7 @@ build() {
   local src
   src=$(find_source) || { echo "Citus source $TARBALL not found (set DDX_VENDOR to its directory)" >&2; exit 3; }
   echo "$SHA256  $src" | sha256sum -c --quiet - || { echo "checksum mismatch: $src" >&2; exit 1; }
-  local pkgs="libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev make gcc" missing=()
+  local pkgs="libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev libicu-dev make gcc xz-utils" missing=()
   for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
     local SUDO=
@@ -59,7 +64,8 @@ build() {
   # PostgreSQL 15.20's commands/dbcommands.h declares have_createdb_privilege(),
   # which Citus's compat header defines as static inline for servers before 16.
   # Citus's copy is renamed (the README's one-line fix), before the
-  # "static inline bool" line that opens its definition.
+  # "static inline bool" line that opens its definition. (On 16 and later
+  # that definition is not compiled.)
   sed -i '/^have_createdb_privilege(void)$/i #define have_createdb_privilege citus_have_createdb_privilege' \
     "$top/src/include/pg_version_compat.h"
   grep -q '^#define have_createdb_privilege citus_' "$top/src/include/pg_version_compat.h" ||
@@ -67,7 +73,7 @@ build() {
   echo "building Citus 13.2.2 (about a minute) in $top"
   (cd "$top" && ./configure PG_CONFIG=$PG_CONFIG >"$dir/configure.log" 2>&1 &&
     make -j2 with_llvm=no >"$dir/make.log" 2>&1 && make install with_llvm=no >"$dir/install.log" 2>&1) ||
-    { tail -30 "$dir"/*.log; exit 1; }
+    { tail -n 30 "$dir"/*.log; exit 1; }
   rm -rf "$dir"
 }
 
@@ -154,6 +160,7 @@ node() {
 
 case "${1:-}" in
   build) build ;;
+  source) find_source ;;
   node-stop | node-start) node "$@" ;;
   start) start ;;
   stop) stop ;;
@@ -163,7 +170,7 @@ case "${1:-}" in
     PGHOST=$SOCK PGPORT=${PORTS[0]} PGUSER=$DBUSER PGDATABASE=citus exec psql "$@"
     ;;
   *)
-    echo "usage: $0 build|start|stop|env|psql [args]|node-stop N|node-start N" >&2
+    echo "usage: $0 build|start|stop|env|psql [args]|node-stop N|node-start N|source" >&2
     exit 2
     ;;
 esac

@@ -4,7 +4,7 @@
 # throwaway PostgreSQL cluster and runs the pg_regress suites and the PyTorch
 # oracle tests against it. Ends with one line: "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 IN_MAJOR=
 passed=0
@@ -156,28 +156,33 @@ run_regress regress_off.log
 run_soak 2
 unset PGOPTIONS
 
-# Twice, each on a fresh cluster: programs over the Citus tables gathered
-# (ddx.citus_in_place = off), then with the data in place (the default).
-for setting in off on; do
-  note "Citus: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source), ddx.citus_in_place = $setting"
-  scripts/citus.sh start >build/citus.log 2>&1
-  rc=$?
-  if [ $rc -eq 3 ]; then
-    tail -1 build/citus.log
-    echo "Citus tests skipped: its source is not beside the repository (../shared/vendor)"
-    break
-  elif [ $rc -ne 0 ]; then
-    tail -30 build/citus.log
-    failed=$((failed + 1))
-  else
-    tail -1 build/citus.log
-    out=$(eval "$(scripts/citus.sh env)" &&
-      PGOPTIONS="-c ddx.citus_in_place=$setting" /usr/bin/python3 test/citus/test_citus.py 2>&1)
-    echo "$out"
-    tally citus "$out"
-  fi
-  scripts/citus.sh stop
-done
+# Citus on this major ($1; by $IN_MAJOR), twice, each on a fresh cluster:
+# programs over the Citus tables gathered (ddx.citus_in_place = off), then
+# with the data in place (the default); $2 lines of each report shown.
+run_citus() {
+  local setting rc out
+  for setting in off on; do
+    note "Citus on $1: a coordinator and two workers (scripts/citus.sh; Citus built once from the vendored source), ddx.citus_in_place = $setting"
+    $IN_MAJOR scripts/citus.sh start >build/citus.log 2>&1
+    rc=$?
+    if [ $rc -eq 3 ]; then
+      tail -1 build/citus.log
+      echo "Citus tests skipped: its source is not beside the repository (../shared/vendor)"
+      break
+    elif [ $rc -ne 0 ]; then
+      tail -30 build/citus.log
+      failed=$((failed + 1))
+    else
+      tail -1 build/citus.log
+      out=$(eval "$(scripts/citus.sh env)" && DDX_IN_MAJOR="${IN_MAJOR:+$PWD/$IN_MAJOR}" \
+        PGOPTIONS="-c ddx.citus_in_place=$setting" /usr/bin/python3 test/citus/test_citus.py 2>&1)
+      echo "$out" | tail -"$2"
+      tally citus "$out"
+    fi
+    $IN_MAJOR scripts/citus.sh stop
+  done
+}
+run_citus 15 1000
 
 # Another major ($1, 17 or 18; scripts/pgmajor.sh prepares it once): ddx
 # built in build/pg$1 and installed there, a cluster of that major, and the
@@ -185,8 +190,9 @@ done
 # the soak, the node fuzz, faults and the program goldens. On 17 the unit
 # tests too, built by Debian 13's compiler with its libpg_query of 17's
 # grammar; on 18 they would be the binary above again (the core includes no
-# PostgreSQL header). The rest stays on 15: valgrind, the node on and off,
-# the session without ddx loaded; Citus 13.2 supports 15 to 17.
+# PostgreSQL header). On 17 Citus too (13.2 supports 15 to 17; its source
+# copied into the tree for the root to read). The rest stays on 15:
+# valgrind, the node on and off, the session without ddx loaded.
 test_major() {
   local m=$1 saved_pg_config=$PG_CONFIG
   note "PostgreSQL $m: build, pg_regress, PyTorch oracles, soak, node fuzz, faults, goldens"
@@ -224,6 +230,15 @@ test_major() {
     echo "$out" | tail -1
     tally golden "$out"
     $IN_MAJOR scripts/pg.sh stop
+    if [ "$m" -le 17 ]; then
+      local tarball
+      if tarball=$(scripts/citus.sh source 2>/dev/null); then
+        mkdir -p build/vendor && cp -u "$tarball" build/vendor/
+        export DDX_VENDOR=$PWD/build/vendor
+      fi
+      run_citus "$m" 1
+      unset DDX_VENDOR
+    fi
   else
     failed=$((failed + 1))
   fi

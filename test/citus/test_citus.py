@@ -37,6 +37,8 @@ import time
 
 import psycopg2
 
+# The workers listen on the two ports after the coordinator's (scripts/citus.sh).
+WORKER_PORTS = {str(int(os.environ.get("PGPORT", "54340")) + i) for i in (1, 2)}
 CITUS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "citus.sh")
 
 results = []
@@ -325,7 +327,7 @@ def check_pushdown(cur):
         workers = {m.group(1) for m in (re.search(r"Node: host=\S+ port=(\d+)", line) for line in plan) if m}
         if mode == "on":
             report("ddx_explain_plan, in place: per-shard tasks on both workers, intermediate results under 16 kB "
-                   "(the MLP's first layer)", shards >= 2 and {"54341", "54342"} <= workers and 0 < sum(sizes) < 16384,
+                   "(the MLP's first layer)", shards >= 2 and WORKER_PORTS <= workers and 0 < sum(sizes) < 16384,
                    f"{shards} subplans of 32 tasks, nodes {sorted(workers)}, {len(sizes)} results, {sum(sizes):.0f} bytes")
         else:
             report("ddx_explain_plan, gathered: the data's rows cross (intermediate results over the 16 kB cap)",
@@ -435,7 +437,10 @@ def node(action, n):
     after 30 s, and this after 120): whether it worked; where not, a failed
     check with what the script said, not a crash of the harness."""
     try:
-        r = subprocess.run([CITUS_SH, action, str(n)], capture_output=True, text=True, timeout=120)
+        # (DDX_IN_MAJOR: the command that runs it where the major's programs
+        # run, scripts/pgmajor.sh 17 run)
+        prefix = os.environ.get("DDX_IN_MAJOR", "").split()
+        r = subprocess.run(prefix + [CITUS_SH, action, str(n)], capture_output=True, text=True, timeout=120)
         ok, said = r.returncode == 0, (r.stdout + r.stderr).strip()
     except subprocess.TimeoutExpired as e:
         ok, said = False, f"timed out after {e.timeout} s"

@@ -9,7 +9,7 @@
 # scripts/build.sh left it). As root, or through sudo.
 # Ends with one line "package: N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 SUDO=
 [ "$(id -u)" != 0 ] && SUDO=sudo
 passed=0

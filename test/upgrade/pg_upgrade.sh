@@ -14,7 +14,7 @@
 # against its headers (15.20's headers call functions 15.18 does not have).
 # Ends with one line "pg_upgrade: N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 fail() {
   echo "$*"
   echo "pg_upgrade: 0 passed, 1 failed"

@@ -10,7 +10,7 @@
 # PG_CONFIG naming the installation (as root, or through sudo).
 # Ends with one line "upgrade: N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SUDO=
 [ "$(id -u)" != 0 ] && SUDO=sudo
