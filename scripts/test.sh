@@ -250,10 +250,12 @@ test_major() {
 
 for m in ${DDX_MAJORS-17 18}; do test_major "$m"; done
 
-note "pg_upgrade from 15 to 18 of a cluster with training runs: they train on as without it"
-out=$(test/upgrade/pg_upgrade.sh 2>&1)
-echo "$out" | tail -4
-tally pg_upgrade "$out"
+if [[ " ${DDX_MAJORS-17 18} " == *" 18 "* ]]; then
+  note "pg_upgrade from 15 to 18 of a cluster with training runs: they train on as without it"
+  out=$(test/upgrade/pg_upgrade.sh 2>&1)
+  echo "$out" | grep -E "^(from|Upgrade|FAIL)|pg_upgrade:"
+  tally pg_upgrade "$out"
+fi
 
 note "ALTER EXTENSION ddx UPDATE from the previous release (its tag, built from git): runs train on as without it"
 out=$(test/upgrade/run.sh 2>&1)
