@@ -69,7 +69,7 @@ unset DDX_PGBIN
 if scripts/pg.sh start >/dev/null; then
   eval "$(scripts/pg.sh env)"
   # d/dw Σ (w x - y)² = Σ 2 (w x - y) x, per row of w
-  out=$(psql -X -At -d postgres 2>&1 <<'SQL'
+  out=$(psql -X -q -At -d postgres 2>&1 <<'SQL'
 CREATE EXTENSION ddx;
 CREATE TABLE pw (k int PRIMARY KEY, val float8);
 INSERT INTO pw VALUES (1, 0.5), (2, -1.25);
