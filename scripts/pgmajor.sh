@@ -90,7 +90,9 @@ prepare_17() {
   id ddx >/dev/null 2>&1 || as_root useradd --system --no-create-home --shell /usr/sbin/nologin ddx
   uid=$(id -u ddx)
   if ! grep -q "^ddx:" "$ROOT/etc/passwd"; then
-    in_root useradd --system --no-create-home --uid "$uid" --shell /usr/sbin/nologin ddx
+    in_root useradd --system --no-create-home --uid "$uid" --non-unique --shell /usr/sbin/nologin ddx
+  elif [ "$(grep "^ddx:" "$ROOT/etc/passwd" | cut -d: -f3)" != "$uid" ]; then
+    in_root usermod --non-unique --uid "$uid" ddx
   fi
 }
 
