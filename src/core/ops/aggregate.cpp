@@ -49,7 +49,12 @@ std::vector<bool> AggregateActivity(const Rel &r, const Inputs &in) {
 // Citus sees its joins on rid as joins on the distribution column and keeps
 // them on the workers. One nullable smallint or integer is widened (NULL a
 // bigint no integer is, 2^32); two of smallint or integer that cannot be
-// NULL are k0 * 2^32 + (k1 + 2^31). In place on Citus, two integers that
+// NULL are k0 * 2^32 + (k1 + 2^31 + 40503 k0) mod 2^32: k0 above, k1 below,
+// shifted by a multiple of k0 (for each k0 a bijection of k1, so the rid is
+// unique), because PostgreSQL's hashint8 folds the halves by XOR: with k1 + 2^31
+// below, the 32,896 rids of a 256-position causal attention had 256 hashes
+// and a GROUP BY of them spilled 6,681 times on 17 and 18 (bench/RESULTS.md,
+// 'By PostgreSQL major'). In place on Citus, two integers that
 // cannot be NULL, a bigint among them (a hidden layer per sample and unit,
 // the sample's id a bigint), are k0 * 2^64 + (k1 + 2^63), a numeric: each
 // row computes it from its keys, so the layer stays on the workers, where
@@ -88,8 +93,9 @@ std::string KeysRid(const Pass &p, const Rel &r, const std::vector<std::string> 
     case RidForm::Widened:
       return "COALESCE(CAST(" + ksql[0] + " AS pg_catalog.int8), 4294967296)";
     case RidForm::Packed:
-      return "(CAST(" + ksql[0] + " AS pg_catalog.int8) * 4294967296 + (CAST(" + ksql[1] +
-             " AS pg_catalog.int8) + 2147483648))";
+      return "(CAST(" + ksql[0] + " AS pg_catalog.int8) * 4294967296 + ((CAST(" + ksql[1] +
+             " AS pg_catalog.int8) + 2147483648 + CAST(" + ksql[0] +
+             " AS pg_catalog.int8) * 40503) % 4294967296 + 4294967296) % 4294967296)";
     case RidForm::PackedWide:
       return "(CAST(" + ksql[0] + " AS pg_catalog.numeric) * 18446744073709551616 + (CAST(" + ksql[1] +
              " AS pg_catalog.numeric) + 9223372036854775808))";

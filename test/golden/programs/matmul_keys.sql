@@ -1,4 +1,4 @@
-WITH f5 AS MATERIALIZED (SELECT (CAST(a0.i AS pg_catalog.int8) * 4294967296 + (CAST(a1.j AS pg_catalog.int8) + 2147483648)) AS rid, a0.i AS c0, a1.j AS c1, sum((a0.val * a1.val)) AS c2 FROM (public.x a0 JOIN public.w a1 ON (a0.j OPERATOR(pg_catalog.=) a1.i)) GROUP BY 2, 3),
+WITH f5 AS MATERIALIZED (SELECT (CAST(a0.i AS pg_catalog.int8) * 4294967296 + ((CAST(a1.j AS pg_catalog.int8) + 2147483648 + CAST(a0.i AS pg_catalog.int8) * 40503) % 4294967296 + 4294967296) % 4294967296) AS rid, a0.i AS c0, a1.j AS c1, sum((a0.val * a1.val)) AS c2 FROM (public.x a0 JOIN public.w a1 ON (a0.j OPERATOR(pg_catalog.=) a1.i)) GROUP BY 2, 3),
 f8 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(power(tanh(a0.c2), CAST(('2'::integer) AS pg_catalog.float8))) AS c0 FROM f5 a0),
 f9 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a0.rid AS l0, a0.c0 AS x0_0, a0.c0 AS c0 FROM f8 a0),
 b9 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f9 WHERE c0 IS NOT NULL),

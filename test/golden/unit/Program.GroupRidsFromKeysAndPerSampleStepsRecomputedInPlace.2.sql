@@ -1,6 +1,6 @@
 WITH f1 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.s AS c0, t.f AS c1, t.val AS c2 FROM public.x t),
 f2 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.tableoid AS toid, t.ctid AS tid, t.f AS c0, t.val AS c1 FROM public.w t),
-f5 AS MATERIALIZED (SELECT (CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a0.c1 AS pg_catalog.int8) + 2147483648)) AS rid, a0.c0 AS c0, a0.c1 AS c1, sum((a0.c2 * a1.c1)) AS c2 FROM (f1 a0 JOIN f2 a1 ON (a0.c1 = a1.c0)) GROUP BY 2, 3),
+f5 AS MATERIALIZED (SELECT (CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + ((CAST(a0.c1 AS pg_catalog.int8) + 2147483648 + CAST(a0.c0 AS pg_catalog.int8) * 40503) % 4294967296 + 4294967296) % 4294967296) AS rid, a0.c0 AS c0, a0.c1 AS c1, sum((a0.c2 * a1.c1)) AS c2 FROM (f1 a0 JOIN f2 a1 ON (a0.c1 = a1.c0)) GROUP BY 2, 3),
 f7 AS MATERIALIZED (SELECT 1::bigint AS rid, sum((a0.c2 * a0.c2)) AS c0 FROM f5 a0),
 b7 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f7 WHERE c0 IS NOT NULL),
 b5 AS NOT MATERIALIZED (SELECT q.rid, q.d2 AS d2, q.c0, q.c1, q.c2 FROM (SELECT r.a0_rid AS rid, (COALESCE(((CASE WHEN r.a0_c2 IS NULL THEN NULL ELSE a.bd0 END) * r.a0_c2), 0::float8) + COALESCE(((CASE WHEN r.a0_c2 IS NULL THEN NULL ELSE a.bd0 END) * r.a0_c2), 0::float8)) AS d2, r.a0_c0 AS c0, r.a0_c1 AS c1, r.a0_c2 AS c2 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0, a0.c1 AS a0_c1, a0.c2 AS a0_c2 FROM f5 a0 OFFSET 0) r CROSS JOIN (SELECT b.rid AS rid, b.d0 AS bd0 FROM b7 b OFFSET 0) a) q WHERE q.rid IS NOT NULL),

@@ -1,6 +1,6 @@
 WITH f1 AS MATERIALIZED (SELECT row_number() OVER () AS rid, t.s AS c0, t.f AS c1, t.val AS c2 FROM public.x t),
 f2 AS MATERIALIZED (SELECT row_number() OVER () AS rid, ROW(t.f)::text AS key, t.f AS c0, t.j AS c1, t.val AS c2 FROM public.w1 t),
-f5 AS MATERIALIZED (SELECT (CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + (CAST(a1.c1 AS pg_catalog.int8) + 2147483648)) AS rid, a0.c0 AS c0, a1.c1 AS c1, sum((a0.c2 * a1.c2)) AS c2 FROM (f1 a0 JOIN f2 a1 ON (a0.c1 = a1.c0)) GROUP BY 2, 3),
+f5 AS MATERIALIZED (SELECT (CAST(a0.c0 AS pg_catalog.int8) * 4294967296 + ((CAST(a1.c1 AS pg_catalog.int8) + 2147483648 + CAST(a0.c0 AS pg_catalog.int8) * 40503) % 4294967296 + 4294967296) % 4294967296) AS rid, a0.c0 AS c0, a1.c1 AS c1, sum((a0.c2 * a1.c2)) AS c2 FROM (f1 a0 JOIN f2 a1 ON (a0.c1 = a1.c0)) GROUP BY 2, 3),
 f7 AS MATERIALIZED (SELECT row_number() OVER () AS rid, ROW(t.j)::text AS key, t.j AS c0, t.val AS c1 FROM public.w2 t),
 f10 AS MATERIALIZED (SELECT (s.a0_c0) AS rid, s.a0_c0 AS c0, sum((s.h0 * a1.c1)) AS c1 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0, a0.c1 AS a0_c1, tanh(a0.c2) AS h0 FROM f5 a0 WHERE EXISTS (SELECT 1 FROM f7 a1 WHERE (a0.c1 = a1.c0)) OFFSET 0) s, f7 a1 WHERE (s.a0_c1 = a1.c0) GROUP BY 2),
 f12 AS MATERIALIZED (SELECT 1::bigint AS rid, sum((a0.c1 * a0.c1)) AS c0 FROM f10 a0),
