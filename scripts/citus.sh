@@ -47,15 +47,7 @@ build() {
   local src
   src=$(find_source) || { echo "Citus source $TARBALL not found (set DDX_VENDOR to its directory)" >&2; exit 3; }
   echo "$SHA256  $src" | sha256sum -c --quiet - || { echo "checksum mismatch: $src" >&2; exit 1; }
-  local pkgs="libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev libicu-dev make gcc xz-utils" missing=()
-  for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  if [ ${#missing[@]} -gt 0 ]; then
-    local SUDO=
-    [ "$(id -u)" != 0 ] && SUDO=sudo
-    echo "installing: ${missing[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
+  scripts/deps.sh libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev libicu-dev make gcc xz-utils
   local dir
   dir=$(mktemp -d /tmp/ddx-citus-build.XXXXXX)
   tar -xJf "$src" -C "$dir"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs what ddx needs on Debian 12, if missing (as root, or through sudo).
+# Installs Debian packages that are missing (as root, or through sudo):
+#   scripts/deps.sh            what ddx and its tests need on Debian 12
+#   scripts/deps.sh PKG...     those packages (the other scripts' needs: the
+#                              majors, Citus, valgrind, the Debian package)
 set -euo pipefail
 PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev cmake g++ make python3-torch python3-numpy python3-psycopg2 gnuplot-nox"
+[ $# -gt 0 ] && PKGS="$*"
 missing=()
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-dpkg -s valgrind >/dev/null 2>&1 || { SUDO=; [ "$(id -u)" != 0 ] && SUDO=sudo; $SUDO apt-get install -y -qq valgrind >/dev/null; }
+scripts/deps.sh valgrind
 scripts/build.sh
 export DDX_PGDATA=/tmp/ddx-pg-valgrind-$(id -u) DDX_PGPORT=54331
 scripts/pg.sh start

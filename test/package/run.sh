@@ -28,13 +28,7 @@ finish() {
   exit 0
 }
 
-PKGS="debhelper postgresql-all dpkg-dev"
-missing=()
-for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+scripts/deps.sh debhelper postgresql-all dpkg-dev >/dev/null
 
 version=$(dpkg-parsechangelog -S Version)
 upstream=${version%-*}
