@@ -1,9 +1,10 @@
 # ddx: PGXS build. `make && make install`; tests: scripts/test.sh
 EXTENSION = ddx
 # The newest version: ddx.control's default_version, the library's
-# ddx_version(). Every release is a tag vA.B; a change of the SQL API after
-# one raises this and ships sql/upgrades/ddx--A.B--C.D.sql beside the parts
-# (test/upgrade checks that the two give the same objects).
+# ddx_version(). Every release is a line of sql/upgrades/RELEASES (and a tag
+# vA.B); a change of the SQL API after one raises this and ships
+# sql/upgrades/ddx--A.B--C.D.sql beside the parts (test/upgrade checks that
+# the two give the same objects).
 EXTVERSION = 0.2
 MODULE_big = ddx
 # The install script of the newest version is built from the SQL API's parts,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ALTER EXTENSION ddx UPDATE from the previous release, as a user meets it
 # (test_upgrade.py says what is compared): the previous release (the newest
-# tag vA.B older than the Makefile's EXTVERSION) is built from git and
+# version in sql/upgrades/RELEASES older than the Makefile's EXTVERSION) is
+# built from its commit and
 # installed, a cluster of its own preloads it and training runs; then this
 # tree is installed over it as a package of the newer version would be (its
 # library, the newest install script and the upgrade scripts; the old
@@ -20,15 +21,22 @@ fail() {
   exit 1
 }
 new=$(sed -n 's/^EXTVERSION = //p' Makefile)
-prev=$(git tag --list 'v*' | sed 's/^v//' | { cat; echo "$new"; } | sort -uV | grep -B1 -x "$new" | head -1)
-[ -n "$prev" ] && [ "$prev" != "$new" ] ||
-  fail "no release older than $new among the tags (a clone without tags, or a shallow one?)"
-echo "upgrading from release $prev (tag v$prev) to $new"
+releases=sql/upgrades/RELEASES
+prev=$(sed -n 's/^\([0-9][0-9.]*\) .*/\1/p' "$releases" | { cat; echo "$new"; } | sort -uV | grep -B1 -x "$new" | head -1)
+[ -n "$prev" ] && [ "$prev" != "$new" ] || fail "no release older than $new in $releases"
+commit=$(awk -v v="$prev" '$1 == v { print $2 }' "$releases")
+# The commit is in main's history; a shallow clone lacks it.
+git cat-file -e "$commit^{commit}" 2>/dev/null ||
+  fail "release $prev's commit $commit is not in this clone (a shallow one? git fetch --unshallow)"
+if tag=$(git rev-parse -q --verify "refs/tags/v$prev^{commit}"); then
+  [ "$tag" = "$commit" ] || fail "tag v$prev is $tag, but $releases says $commit"
+fi
+echo "upgrading from release $prev (commit ${commit:0:12}) to $new"
 
 src=build/release-$prev-$(basename "$(dirname "$(dirname "$PG_CONFIG")")")
 if [ ! -f "$src/ddx.so" ]; then
   rm -rf "$src" && mkdir -p "$src"
-  git archive "v$prev" | tar -x -C "$src" || fail "git archive v$prev failed"
+  git archive "$commit" | tar -x -C "$src" || fail "git archive $commit failed"
 fi
 make -C "$src" -s -j2 PG_CONFIG="$PG_CONFIG" >build/upgrade-build.log 2>&1 &&
   $SUDO make -C "$src" -s install PG_CONFIG="$PG_CONFIG" >>build/upgrade-build.log 2>&1 ||
