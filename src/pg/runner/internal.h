@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cctype>
+#include <cmath>
 #include <cstring>
 
 #include "ddx/core/program.h"
@@ -49,6 +50,7 @@ struct GradKey {
 struct GradEntry {
   GradKey key;
   double g;
+  bool has;  // a row with a gradient that is not NULL (AddRow)
 };
 
 // A gradient of a row identified by its primary key (a Citus table's row:
@@ -66,6 +68,7 @@ struct KeyedGrad {
 struct KeyedEntry {
   KeyedGrad key;
   double g;
+  bool has;
 };
 
 // A program's result for one execution (allocated in that execution's context).

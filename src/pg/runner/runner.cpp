@@ -71,6 +71,32 @@ void ForgetResult(void *arg) {
   if (*p) *p = (*p)->next;
 }
 
+// One row of a parameter row's gradient into its entry (found: it had one
+// before): the rows of one parameter row are summed as sum(float8) sums
+// them, in the order they come (NULLs skipped, the first value as it is, so
+// a lone -0.0 stays -0.0; a finite sum that overflows is float8pl's error),
+// and an entry of NULL rows only is 0. The program has no GROUP BY of its
+// own (program.cpp). `table` names the parameter's table in the error.
+template <typename Entry>
+void AddRow(Entry *e, bool found, double g, bool isnull, Oid table) {
+  if (!found) {
+    e->g = isnull ? 0.0 : g;
+    e->has = !isnull;
+    return;
+  }
+  if (isnull) return;
+  double sum = e->has ? e->g + g : g;
+  if (unlikely(std::isinf(sum)) && !std::isinf(e->g) && !std::isinf(g)) {
+    char *name = OidIsValid(table) ? get_rel_name(table) : nullptr;
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("value out of range: overflow"),
+                    errdetail("A row of %s gets a gradient from each place the loss reads it; their sum leaves "
+                              "float8's range (%g + %g).",
+                              name ? name : "a parameter table", e->g, g)));
+  }
+  e->g = sum;
+  e->has = true;
+}
+
 void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
@@ -129,8 +155,9 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
       KeyedGrad k;
       k.pidx = pidx;
       k.key = MemoryContextStrdup(owner, TextDatumGetCString(d_key));
-      KeyedEntry *e = (KeyedEntry *)hash_search(out->keyed, &k, HASH_ENTER, NULL);
-      e->g = g;
+      bool found;
+      KeyedEntry *e = (KeyedEntry *)hash_search(out->keyed, &k, HASH_ENTER, &found);
+      AddRow(e, found, g, n_g, InvalidOid);
       continue;
     }
     GradKey key;
@@ -138,8 +165,9 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     key.toid = DatumGetObjectId(d_toid);
     key.tid = *(ItemPointer)DatumGetPointer(d_tid);
     key.pidx = pidx;
-    GradEntry *e = (GradEntry *)hash_search(h, &key, HASH_ENTER, NULL);
-    e->g = g;
+    bool found;
+    GradEntry *e = (GradEntry *)hash_search(h, &key, HASH_ENTER, &found);
+    AddRow(e, found, g, n_g, key.toid);
   }
   SPI_finish();
   if (tied_rows > 0)

@@ -18,7 +18,6 @@ m9 AS MATERIALIZED (SELECT GROUPING(q.r0, q.r1) AS gs, q.r0, sum(q.t0_2) AS t0_2
 b7 AS NOT MATERIALIZED (SELECT r1 AS rid, t1_1 AS d1 FROM m9 WHERE gs = 2 AND r1 IS NOT NULL),
 b5 AS NOT MATERIALIZED (SELECT r0 AS rid, t0_2 AS d2 FROM m9 WHERE gs = 1 AND r0 IS NOT NULL),
 b2 AS NOT MATERIALIZED (SELECT a1.ctid AS rid, CASE WHEN a1.val IS NULL THEN 0::float8 ELSE t.d2 END AS d2 FROM (SELECT q.g1, q.oa0_c1, sum(q.d2) AS d2 FROM (SELECT a.c1 AS g1, r.a0_c1 AS oa0_c1, (COALESCE((a.bd2 * r.a0_c2), 0::float8)) AS d2 FROM (SELECT COALESCE(CAST(a0.i AS pg_catalog.int8), 4294967296) AS k0, a0.j AS a0_c1, a0.val AS a0_c2 FROM public.x a0 OFFSET 0) r JOIN (SELECT a.*, b.d2 AS bd2, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0, COALESCE(CAST(a.c1 AS pg_catalog.int8), 4294967296) AS h1 FROM f5 a JOIN b5 b ON b.rid = a.rid OFFSET 0) a ON r.k0 = a.h0) q GROUP BY q.g1, q.oa0_c1) t JOIN public.w1 a1 ON COALESCE(CAST(a1.j AS pg_catalog.int8), 4294967296) = COALESCE(CAST(t.g1 AS pg_catalog.int8), 4294967296) AND (t.oa0_c1 OPERATOR(pg_catalog.=) a1.i))
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT CAST('public.b2' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d1 AS g, NULL::text AS key FROM b15 b
 UNION ALL
 SELECT CAST('public.w2' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g, NULL::text AS key FROM b10 b
@@ -30,4 +29,3 @@ UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f32
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f32
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

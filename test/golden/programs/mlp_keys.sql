@@ -18,7 +18,6 @@ m9 AS MATERIALIZED (SELECT f.l0 AS r0, (COALESCE((f.d2 * (1 - f.v0 * f.v0)), 0::
 b7 AS NOT MATERIALIZED (SELECT r1 AS rid, sum(t1_1) AS d1 FROM m9 WHERE r1 IS NOT NULL GROUP BY r1),
 b5 AS NOT MATERIALIZED (SELECT r0 AS rid, t0_2 AS d2, x0_c0 AS c0, x0_c1 AS c1, x0_c2 AS c2 FROM m9 WHERE r0 IS NOT NULL),
 b2 AS NOT MATERIALIZED (SELECT a1.ctid AS rid, CASE WHEN a1.val IS NULL THEN 0::float8 ELSE t.d2 END AS d2 FROM (SELECT q.g1, q.oa0_c1, sum(q.d2) AS d2 FROM (SELECT a.c1 AS g1, r.a0_c1 AS oa0_c1, (COALESCE((a.bd2 * r.a0_c2), 0::float8)) AS d2 FROM (SELECT a0.i AS k0, a0.j AS a0_c1, a0.val AS a0_c2 FROM public.x a0 OFFSET 0) r JOIN (SELECT a.*, a.d2 AS bd2 FROM b5 a OFFSET 0) a ON r.k0 = a.c0) q GROUP BY q.g1, q.oa0_c1) t JOIN public.w1 a1 ON a1.j = t.g1 AND (t.oa0_c1 OPERATOR(pg_catalog.=) a1.i))
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT CAST('public.b2' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 3 AS pidx, b.d1 AS g, NULL::text AS key FROM b15 b
 UNION ALL
 SELECT CAST('public.w2' AS pg_catalog.regclass)::pg_catalog.oid AS toid, b.rid AS tid, 2 AS pidx, b.d2 AS g, NULL::text AS key FROM b10 b
@@ -30,4 +29,3 @@ UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f32
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f32
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

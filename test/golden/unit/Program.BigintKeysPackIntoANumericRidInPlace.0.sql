@@ -10,7 +10,6 @@ m10 AS MATERIALIZED (SELECT GROUPING(q.r1, q.r0) AS gs, q.r1, sum(q.t1_1) AS t1_
 b7 AS NOT MATERIALIZED (SELECT r1 AS rid, t1_1 AS d1 FROM m10 WHERE gs = 1 AND r1 IS NOT NULL),
 b5 AS NOT MATERIALIZED (SELECT q.rid, q.d2 AS d2 FROM (SELECT n.r0 AS rid, (COALESCE((n.u0 * (1 - n.v0 * n.v0)), 0::float8)) AS d2 FROM (SELECT n.*, tanh(n.x0_2_0) AS v0 FROM (SELECT n.*, a0.c2 AS x0_2_0 FROM (SELECT * FROM m10 WHERE gs = 2) n, f5 a0 WHERE a0.rid = n.r0) n OFFSET 0) n) q WHERE q.rid IS NOT NULL),
 b2 AS NOT MATERIALIZED (SELECT a1.rid AS rid, sum(CASE WHEN a1.c2 IS NULL THEN 0::float8 ELSE t.d2 END) AS d2 FROM (SELECT q.g1, q.oa0_c1, sum(q.d2) AS d2 FROM (SELECT a.c1 AS g1, r.a0_c1 AS oa0_c1, (COALESCE((a.bd2 * r.a0_c2), 0::float8)) AS d2 FROM (SELECT a0.c0 AS k0, a0.c1 AS a0_c1, a0.c2 AS a0_c2 FROM f1 a0 OFFSET 0) r JOIN (SELECT a.*, b.d2 AS bd2 FROM f5 a JOIN b5 b ON b.rid = a.rid OFFSET 0) a ON r.k0 = a.c0) q GROUP BY q.g1, q.oa0_c1) t JOIN f2 a1 ON a1.c1 = t.g1 AND (t.oa0_c1 = a1.c0) GROUP BY 1)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT CAST('public.w2' AS pg_catalog.regclass)::pg_catalog.oid AS toid, NULL::tid AS tid, 1 AS pidx, b.d1 AS g, f.key FROM f7 f JOIN b7 b ON b.rid = f.rid
 UNION ALL
 SELECT CAST('public.w1' AS pg_catalog.regclass)::pg_catalog.oid AS toid, NULL::tid AS tid, 0 AS pidx, b.d2 AS g, f.key FROM f2 f JOIN b2 b ON b.rid = f.rid
@@ -18,4 +17,3 @@ UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f12
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f12
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

@@ -13,10 +13,8 @@ b6 AS MATERIALIZED (SELECT * FROM b7),
 b5 AS NOT MATERIALIZED (SELECT u.srid AS rid, b.d0 FROM b6 b JOIN f6 u ON u.rid = b.rid WHERE u.br = 1),
 b4 AS NOT MATERIALIZED (SELECT u.srid AS rid, b.d0 FROM b6 b JOIN f6 u ON u.rid = b.rid WHERE u.br = 0),
 b1 AS NOT MATERIALIZED (SELECT z.rid, sum(z.d1) AS d1 FROM (SELECT q.rid, q.d1 AS d1 FROM (SELECT q.rid, q.d1 AS d1 FROM (SELECT f.l0 AS rid, (COALESCE((b.d0 * (1 - f.v0 * f.v0)), 0::float8)) AS d1 FROM (SELECT f.*, tanh(f.x0_1) AS v0 FROM f5 f OFFSET 0) f JOIN b5 b ON b.rid = f.rid) q WHERE q.rid IS NOT NULL) q UNION ALL SELECT q.rid, q.d1 AS d1 FROM (SELECT q.rid, q.d1 AS d1 FROM (SELECT f.l0 AS rid, (COALESCE(((CASE WHEN (f.v0) IS TRUE THEN b.d0 ELSE 0::float8 END) * f.v1), 0::float8) + COALESCE((CASE WHEN (f.v0) IS NOT TRUE THEN b.d0 ELSE 0::float8 END), 0::float8)) AS d1 FROM (SELECT f.*, CASE WHEN (f.v0) IS TRUE THEN exp(f.x0_1) END AS v1 FROM (SELECT f.*, (f.x0_1 > 0) AS v0 FROM f4 f OFFSET 0) f OFFSET 0) f JOIN b4 b ON b.rid = f.rid) q WHERE q.rid IS NOT NULL) q) z GROUP BY z.rid)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT f.toid, f.tid, 0 AS pidx, b.d1 AS g, NULL::text AS key FROM f1 f JOIN b1 b ON b.rid = f.rid
 UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f9
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f9
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

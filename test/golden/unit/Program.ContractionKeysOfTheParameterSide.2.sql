@@ -5,10 +5,8 @@ f7 AS MATERIALIZED (SELECT 1::bigint AS rid, sum((a0.c1 * a0.c1)) AS c0 FROM f5 
 b7 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f7 WHERE c0 IS NOT NULL),
 b5 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM (SELECT r.a0_rid AS rid, (COALESCE(((CASE WHEN r.a0_c1 IS NULL THEN NULL ELSE a.bd0 END) * r.a0_c1), 0::float8) + COALESCE(((CASE WHEN r.a0_c1 IS NULL THEN NULL ELSE a.bd0 END) * r.a0_c1), 0::float8)) AS d1, r.a0_c0 AS c0, r.a0_c1 AS c1 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0, a0.c1 AS a0_c1 FROM f5 a0 OFFSET 0) r CROSS JOIN (SELECT b.rid AS rid, b.d0 AS bd0 FROM b7 b OFFSET 0) a) q WHERE q.rid IS NOT NULL),
 b2 AS NOT MATERIALIZED (SELECT q.rid, sum(q.d1) AS d1 FROM (SELECT r.a1_rid AS rid, (COALESCE(((CASE WHEN r.a0_c2 IS NULL OR r.a1_c1 IS NULL THEN NULL ELSE a.bd1 END) * r.a0_c2), 0::float8)) AS d1 FROM (SELECT a0.rid AS a0_rid, a1.rid AS a1_rid, a0.c2 AS a0_c2, a1.c1 AS a1_c1, COALESCE(CAST(a1.c0 AS pg_catalog.int8), 4294967296) AS k0 FROM (f1 a0 JOIN f2 a1 ON (a0.c1 < a1.c0)) OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0 FROM b5 a OFFSET 0) a ON r.k0 = a.h0) q WHERE q.rid IS NOT NULL GROUP BY q.rid)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT f.toid, f.tid, 0 AS pidx, b.d1 AS g, NULL::text AS key FROM f2 f JOIN b2 b ON b.rid = f.rid
 UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f7
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f7
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

@@ -7,7 +7,6 @@ b5 AS NOT MATERIALIZED (SELECT q.rid, q.d1 AS d1, q.c0, q.c1 FROM (SELECT r.a0_r
 m5 AS MATERIALIZED (SELECT GROUPING(q.r1, q.r0) AS gs, q.r1, sum(q.t1_1) AS t1_1, q.r0, sum(q.u0) AS u0 FROM (SELECT r.a1_rid AS r1, (COALESCE(((CASE WHEN r.a0_c2 IS NULL OR r.a1_c1 IS NULL THEN NULL ELSE a.bd1 END) * r.h0), 0::float8)) AS t1_1, r.a0_rid AS r0, COALESCE(((CASE WHEN r.a0_c2 IS NULL OR r.a1_c1 IS NULL THEN NULL ELSE a.bd1 END) * r.a1_c1), 0::float8) AS u0 FROM (SELECT s.a0_rid AS a0_rid, a1.rid AS a1_rid, s.a0_c2 AS a0_c2, a1.c1 AS a1_c1, COALESCE(CAST(s.a0_c0 AS pg_catalog.int8), 4294967296) AS k0, s.h0 AS h0 FROM (SELECT s.*, tanh(s.a0_c2) AS h0 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0, a0.c1 AS a0_c1, a0.c2 AS a0_c2 FROM f1 a0 WHERE EXISTS (SELECT 1 FROM f2 a1 WHERE (a0.c1 = a1.c0)) OFFSET 0) s OFFSET 0) s, f2 a1 WHERE (s.a0_c1 = a1.c0) OFFSET 0) r JOIN (SELECT a.*, a.d1 AS bd1, COALESCE(CAST(a.c0 AS pg_catalog.int8), 4294967296) AS h0 FROM b5 a OFFSET 0) a ON r.k0 = a.h0) q GROUP BY GROUPING SETS ((q.r1), (q.r0))),
 b2 AS NOT MATERIALIZED (SELECT r1 AS rid, t1_1 AS d1 FROM m5 WHERE gs = 1 AND r1 IS NOT NULL),
 b1 AS NOT MATERIALIZED (SELECT q.rid, q.d2 AS d2 FROM (SELECT n.r0 AS rid, (COALESCE((n.u0 * (1 - n.v0 * n.v0)), 0::float8)) AS d2 FROM (SELECT n.*, tanh(n.x0_2_0) AS v0 FROM (SELECT n.*, a0.c2 AS x0_2_0 FROM (SELECT * FROM m5 WHERE gs = 2) n, f1 a0 WHERE a0.rid = n.r0) n OFFSET 0) n) q WHERE q.rid IS NOT NULL)
-SELECT z.toid, z.tid, z.pidx::int4, sum(z.g)::float8 AS g, z.key FROM (
 SELECT f.toid, f.tid, 1 AS pidx, b.d1 AS g, NULL::text AS key FROM f2 f JOIN b2 b ON b.rid = f.rid
 UNION ALL
 SELECT f.toid, f.tid, 0 AS pidx, b.d2 AS g, NULL::text AS key FROM f1 f JOIN b1 b ON b.rid = f.rid
@@ -15,4 +14,3 @@ UNION ALL
 SELECT NULL::oid AS toid, NULL::tid AS tid, -1 AS pidx, count(*)::float8 AS g, NULL::text AS key FROM f7
 UNION ALL
 SELECT NULL::oid, NULL::tid, -4, c0::float8, NULL::text FROM f7
-) z GROUP BY z.toid, z.tid, z.pidx, z.key

@@ -90,6 +90,21 @@ SELECT grad('nope', val) FROM w;
 ROLLBACK TO SAVEPOINT b;
 WITH loss AS (SELECT sum(val * val) FROM w) SELECT f, grad('loss', val) FROM w ORDER BY f;
 COMMIT;
+-- a row read in two places gets the sum of both places' gradients, summed
+-- as sum(float8) sums: finite terms whose sum leaves float8's range are
+-- PostgreSQL's overflow error (22003), and an exact sum otherwise
+CREATE TABLE two_reads (id int PRIMARY KEY, val float8);
+INSERT INTO two_reads VALUES (1, 1), (2, NULL);
+WITH a AS (SELECT sum(val * 1e308) AS s FROM two_reads WHERE id = 1),
+     b AS (SELECT sum((t.val - 1) * 1e308) AS s FROM two_reads t WHERE id = 1),
+     loss AS (SELECT a.s + b.s AS l FROM a, b)
+SELECT id, grad('loss', two_reads.val) FROM two_reads ORDER BY id;
+\echo :LAST_ERROR_SQLSTATE
+WITH a AS (SELECT sum(val * 1e307) AS s FROM two_reads WHERE id = 1),
+     b AS (SELECT sum((t.val - 1) * 3e307) AS s FROM two_reads t),
+     loss AS (SELECT a.s + b.s AS l FROM a, b)
+SELECT id, grad('loss', two_reads.val) FROM two_reads ORDER BY id;
+DROP TABLE two_reads;
 -- nothing of ddx's left behind: no temporary relations, no open portals
 SELECT count(*) FROM pg_class WHERE relpersistence = 't';
 SELECT count(*) FROM pg_cursors;
