@@ -69,7 +69,9 @@ END $$;
 --   ddx_norm   the loss (ddx_value: the same pass) and the global norm
 --   ddx_scale  clip_grad_norm_'s factor
 --   ddx_d<i>   per (column, row): the gradient to apply (clipped; + L2 decay
---              for Adam and SGD); rows whose value is NULL are skipped
+--              for Adam and SGD); rows whose value is NULL are skipped. Not
+--              stored: each reader computes it from ddx_g<i> (storing it cost
+--              more than computing it three times: bench/optimizer.py)
 --   ddx_s<i>   the state rows, updated (ddx_so) or inserted (ddx_sn): a row
 --              new to the run, or not stepped the last time its column was,
 --              starts at zero (lazy state); one UPDATE and an anti-joined
@@ -182,11 +184,13 @@ BEGIN
     gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
     norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
     -- the gradient applied: clipped, plus the L2 term where the column decays
-    dsel := dsel || format('SELECT %s%L::text AS col, g.g%s * c.s%s AS d, l.last_step AS last '
-                           'FROM ddx_g%s g CROSS JOIN ddx_scale c LEFT JOIN ddx_l%s l ON l.col = %2$L '
-                           'WHERE g.p%s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
+    -- (the scale and the last step are one value each: scalar subqueries,
+    -- evaluated once, where joins with their CTEs rescanned one per row)
+    dsel := dsel || format('SELECT %1$s%2$L::text AS col, g.g%3$s * (SELECT c.s FROM ddx_scale c)%4$s AS d, '
+                           '(SELECT l.last_step FROM ddx_l%5$s l WHERE l.col = %2$L) AS last '
+                           'FROM ddx_g%5$s g WHERE g.p%3$s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
                            CASE WHEN NOT rule.decoupled AND t.decay[j] AND decays
-                                THEN format(' + $10 * g.p%s', j) ELSE '' END, nt, nt, j);
+                                THEN format(' + $10 * g.p%s', j) ELSE '' END, nt);
   END LOOP;
   IF citus THEN
     garm := format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
@@ -210,7 +214,7 @@ BEGIN
   st := _ddx.state_table_for(t.tbl, run_owner);
   ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
                          'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
-  ctes := ctes || format('ddx_d%s AS (%s)', nt, array_to_string(dsel, ' UNION ALL '));
+  ctes := ctes || format('ddx_d%s AS NOT MATERIALIZED (%s)', nt, array_to_string(dsel, ' UNION ALL '));
   -- state: rows stepped before are updated (a HOT update: no key changes),
   -- rows new to the run inserted (a row not stepped the last time its
   -- column was starts again from zero); ddx_s<i> has the step each takes

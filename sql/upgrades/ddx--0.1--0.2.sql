@@ -1,4 +1,5 @@
--- ddx 0.1 -> 0.2: ddx_version().
+-- ddx 0.1 -> 0.2: ddx_version(); an optimizer step's applied gradients computed
+-- inline (_ddx.step_table_sql).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -17,3 +18,129 @@ CREATE FUNCTION ddx_version(OUT library text, OUT extension text, OUT postgres t
          pg_catalog.current_setting('server_version') $$;
 COMMENT ON FUNCTION ddx_version() IS
   'ddx_version(): the versions of ddx''s loaded library, of its SQL objects (ALTER EXTENSION ddx UPDATE brings them to the library''s) and of PostgreSQL';
+
+-- --- optimizer steps ------------------------------------------------------
+
+-- A step's applied gradients (ddx_d<i>) read the scale and the last step as
+-- scalar subqueries and are planned inside their readers (sql/70_optimizers.sql).
+CREATE OR REPLACE FUNCTION _ddx.step_table_sql(rule _ddx.optimizer_rule, t _ddx.param_table, nt int, run_owner regrole,
+                                    decays boolean, citus boolean, OUT gcte text, OUT garm text, OUT norms text[],
+                                    OUT ctes text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  st regclass;
+  nc int := array_length(t.cols, 1);
+  ks text := '';   -- k1, k2, ...
+  kgt text := '';  -- AND t.<key> = g.k1 ...
+  kst text := '';  -- AND t.<key> = s.k1 ...
+  kgs text := '';  -- AND g.k1 = s.k1 ...
+  kds text := '';  -- AND s.k1 = d.k1 ...
+  gsel text := '';
+  dsel text[] := '{}';
+  -- d.last: the run step the column was last stepped at (ddx_l<i>, read
+  -- once per execution, in a CTE of its own: on Citus, a local table may
+  -- not be read inside a statement that updates a Citus table)
+  lcase text := 'd.last';
+  sret text := rule.state_out;
+  upd text := '';
+  gk text := '';     -- ARRAY[t.<key>::text, ...]
+  gp text := '';     -- ARRAY[t.<col>::float8, ...]
+  gg text := '';     -- ARRAY[grad(..., t.<col>), ...]
+  gback text := '';  -- (a.k[1])::<type> AS k1, ..., a.p[1] AS p1, a.g[1] AS g1, ...
+BEGIN
+  norms := '{}';
+  ctes := '{}';
+  FOR k IN 1 .. coalesce(array_length(t.keys, 1), 0) LOOP
+    ks := ks || format('k%s, ', k);
+    kgt := kgt || format(' AND t.%I = g.k%s', t.keys[k], k);
+    kst := kst || format(' AND t.%I = s.k%s', t.keys[k], k);
+    kgs := kgs || format(' AND g.k%s = s.k%s', k, k);
+    kds := kds || format(' AND s.k%s = d.k%s', k, k);
+    gsel := gsel || format('t.%I AS k%s, ', t.keys[k], k);
+    gk := gk || format('t.%I::text, ', t.keys[k]);
+    gback := gback || format('(a.k[%1$s])::%2$s AS k%1$s, ', k, t.ktypes[k]);
+  END LOOP;
+  FOR j IN 1 .. nc LOOP
+    gsel := gsel || format('t.%1$I AS p%2$s, @extschema@.grad(''ddx_loss'', t.%1$I) AS g%2$s, ', t.cols[j], j);
+    gp := gp || format('t.%I::float8, ', t.cols[j]);
+    gg := gg || format('@extschema@.grad(''ddx_loss'', t.%I), ', t.cols[j]);
+    gback := gback || format('a.p[%1$s] AS p%1$s, a.g[%1$s] AS g%1$s, ', j);
+    norms := norms || format('SELECT sum(g%1$s * g%1$s) AS ss FROM ddx_g%2$s', j, nt);
+    -- the gradient applied: clipped, plus the L2 term where the column decays
+    -- (the scale and the last step are one value each: scalar subqueries,
+    -- evaluated once, where joins with their CTEs rescanned one per row)
+    dsel := dsel || format('SELECT %1$s%2$L::text AS col, g.g%3$s * (SELECT c.s FROM ddx_scale c)%4$s AS d, '
+                           '(SELECT l.last_step FROM ddx_l%5$s l WHERE l.col = %2$L) AS last '
+                           'FROM ddx_g%5$s g WHERE g.p%3$s IS NOT NULL', replace(ks, 'k', 'g.k'), t.cols[j], j,
+                           CASE WHEN NOT rule.decoupled AND t.decay[j] AND decays
+                                THEN format(' + $10 * g.p%s', j) ELSE '' END, nt);
+  END LOOP;
+  IF citus THEN
+    garm := format('SELECT %s AS t, ARRAY[%s]::text[] AS k, ARRAY[%s]::float8[] AS p, '
+                   'ARRAY[%s]::float8[] AS g FROM %s t', nt, rtrim(gk, ', '), rtrim(gp, ', '),
+                   rtrim(gg, ', '), t.qtbl);
+    gcte := format('ddx_g%s AS (SELECT %s FROM ddx_gall a WHERE a.t = %s)', nt, rtrim(gback, ', '), nt);
+  ELSE
+    gcte := format('ddx_g%s AS MATERIALIZED (SELECT %s FROM %s t)', nt, rtrim(gsel, ', '), t.qtbl);
+  END IF;
+  IF rule.plain IS NOT NULL THEN  -- no state: each value moves by its applied gradient
+    FOR j IN 1 .. nc LOOP
+      upd := upd || format('%1$I = %2$s, ', t.cols[j],
+                           format(rule.plain, format('t.%I', t.cols[j]), format('g.g%s * c.s%s', j,
+                                  CASE WHEN NOT rule.decoupled AND t.decay[j] AND decays
+                                       THEN format(' + $10 * t.%I', t.cols[j]) ELSE '' END)));
+    END LOOP;
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_g%1$s g, ddx_scale c WHERE true%4$s RETURNING 1)',
+                           nt, t.qtbl, rtrim(upd, ', '), kgt);
+    RETURN;
+  END IF;
+  st := _ddx.state_table_for(t.tbl, run_owner);
+  ctes := ctes || format('ddx_l%s AS MATERIALIZED (SELECT p.col::text AS col, p.last_step FROM _ddx.run_param p '
+                         'WHERE p.run = $2 AND p.param = %s::pg_catalog.oid::pg_catalog.regclass)', nt, t.tbl::oid);
+  ctes := ctes || format('ddx_d%s AS NOT MATERIALIZED (%s)', nt, array_to_string(dsel, ' UNION ALL '));
+  -- state: rows stepped before are updated (a HOT update: no key changes),
+  -- rows new to the run inserted (a row not stepped the last time its
+  -- column was starts again from zero); ddx_s<i> has the step each takes
+  ctes := ctes || format('ddx_so%1$s AS (UPDATE %2$s s SET %3$s FROM ddx_d%1$s d WHERE s.run = $2 AND s.col = d.col%4$s '
+                         'RETURNING s.col, %5$s%6$s)', nt, st,
+                         format('step = CASE WHEN s.at = %1$s THEN s.step + 1 ELSE 1 END, ', lcase)
+                           || format(rule.state_next, lcase) || ', at = $1',
+                         kds, replace(ks, 'k', 's.k'), sret);
+  -- The rows the UPDATE missed, by an anti-join with its RETURNING rows
+  -- (the rows it matched), not with the state table: on Citus, a state
+  -- table distributed like its parameters may not be read by a subquery
+  -- correlated with a CTE. (The anti-join runs only when the UPDATE missed
+  -- rows: bench/state.py.)
+  ctes := ctes || format('ddx_sn%1$s AS (INSERT INTO %2$s AS s (run, col, %3$s%4$s) SELECT $2, d.col, %5$s%6$s '
+                         'FROM ddx_d%1$s d LEFT JOIN ddx_so%1$s o ON o.col = d.col%7$s '
+                         'WHERE (SELECT count(*) FROM ddx_so%1$s) < (SELECT count(*) FROM ddx_d%1$s) '
+                         'AND o.col IS NULL RETURNING s.col, %8$s%9$s)', nt, st, ks, 'step, at, ' || rule.state_cols,
+                         replace(ks, 'k', 'd.k'), '1, $1, ' || rule.state_first, replace(kds, 's.k', 'o.k'),
+                         replace(ks, 'k', 's.k'), sret);
+  ctes := ctes || format('ddx_s%1$s AS (SELECT * FROM ddx_so%1$s UNION ALL SELECT * FROM ddx_sn%1$s)', nt);
+  IF rule.move IS NULL THEN
+    ctes := ctes || format('ddx_v%1$s AS (SELECT * FROM ddx_s%1$s)', nt);
+  ELSE
+    ctes := ctes || format('ddx_v%1$s AS (SELECT s.col, %2$s%3$s AS u FROM ddx_s%1$s s%4$s)', nt,
+                           replace(ks, 'k', 's.k'), rule.move,
+                           CASE WHEN rule.move_reads_gradient
+                                THEN format(' JOIN ddx_d%s g ON g.col = s.col%s', nt, kgs) ELSE '' END);
+  END IF;
+  -- the update; a decoupled rule decays the value itself: p *= 1 - lr * weight_decay
+  upd := '';
+  FOR j IN 1 .. nc LOOP
+    upd := upd || format('%1$I = t.%1$I%2$s - %3$s, ', t.cols[j],
+                         CASE WHEN rule.decoupled AND t.decay[j] AND decays THEN ' * (1 - $3 * $10)' ELSE '' END,
+                         CASE WHEN nc = 1 THEN 's.u' ELSE format('coalesce(s.u%s, 0)', j) END);
+  END LOOP;
+  IF nc = 1 THEN
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM ddx_v%1$s s WHERE true%4$s RETURNING 1)',
+                           nt, t.qtbl, rtrim(upd, ', '), kst);
+  ELSE  -- one row per key: the columns' steps side by side
+    ctes := ctes || format('ddx_u%1$s AS (UPDATE %2$s t SET %3$s FROM (SELECT %4$s%5$s FROM ddx_v%1$s GROUP BY %6$s) s '
+                           'WHERE true%7$s RETURNING 1)', nt, t.qtbl, rtrim(upd, ', '), ks,
+                           array_to_string(ARRAY(SELECT format('max(u) FILTER (WHERE col = %L) AS u%s', t.cols[j], j)
+                                                   FROM generate_series(1, nc) j), ', '),
+                           CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
+  END IF;
+END $$;
