@@ -24,7 +24,9 @@ def main():
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     path = sys.argv[4] if len(sys.argv) > 4 else "public"
     prog = program_of(db, grad_sql, path)
-    head = all_stored(prog[:prog.index("\nSELECT z.toid")])  # (a prefix counts each step's rows)
+    # (the steps, without the gradient rows' SELECT that follows them on
+    # lines of its own; a prefix counts each step's rows)
+    head = all_stored(prog[:prog.index("\nSELECT ")])
     ctes = re.split(r",\n(?=[fbm][0-9_]+ AS MATERIALIZED)", head[len("WITH "):])
     names = [c.split(" ")[0] for c in ctes]
     queries = []

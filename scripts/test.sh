@@ -257,7 +257,7 @@ if [[ " ${DDX_MAJORS-17 18} " == *" 18 "* ]]; then
   tally pg_upgrade "$out"
 fi
 
-note "ALTER EXTENSION ddx UPDATE from the previous release (its tag, built from git): runs train on as without it"
+note "ALTER EXTENSION ddx UPDATE from the previous release (its commit in sql/upgrades/RELEASES, built from git): runs train on as without it"
 out=$(test/upgrade/run.sh 2>&1)
 echo "$out" | grep -E "^(upgrading|FAIL)|upgrade:"
 tally upgrade "$out"

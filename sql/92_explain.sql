@@ -82,8 +82,8 @@ BEGIN
       program := p;
       step := i;
       sql := parts[i];
-      IF i = array_length(parts, 1) THEN  -- the last CTE and the final SELECT
-        sql := split_part(parts[i], E'\nSELECT z.toid', 1);
+      IF i = array_length(parts, 1) THEN  -- the last CTE, then the gradient rows' SELECT on lines of its own
+        sql := split_part(parts[i], E'\nSELECT ', 1);
       END IF;
       name := split_part(sql, ' ', 1);
       kind := CASE left(name, 1) WHEN 'f' THEN 'forward' WHEN 'b' THEN 'backward: cotangent'

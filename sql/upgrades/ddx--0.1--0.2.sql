@@ -1,5 +1,6 @@
 -- ddx 0.1 -> 0.2: ddx_version(); an optimizer step's applied gradients computed
--- inline (_ddx.step_table_sql).
+-- inline (_ddx.step_table_sql); ddx_explain of programs without a GROUP BY at
+-- their end.
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -143,4 +144,60 @@ BEGIN
                                                    FROM generate_series(1, nc) j), ', '),
                            CASE WHEN ks = '' THEN '()' ELSE rtrim(ks, ', ') END, kst);
   END IF;
+END $$;
+
+-- --- explain ----------------------------------------------------------------
+
+-- A program's last lines are its gradient rows' SELECT, no longer a GROUP BY
+-- over them (the runner sums them): the last step ends where they begin.
+CREATE OR REPLACE FUNCTION _ddx.ddx_explain(statement text, run_analyze boolean DEFAULT false)
+RETURNS TABLE (program int, step int, name text, kind text, rows double precision, ms double precision, sql text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  prog text;
+  parts text[];
+  p int := 0;
+  aplan jsonb;
+BEGIN
+  FOR r IN SELECT * FROM _ddx.statement_programs(statement) LOOP
+    p := p + 1;
+    aplan := NULL;
+    prog := r.program;
+    -- (not over Citus tables: Citus plans the steps as distributed subplans,
+    -- no plan node per CTE, and every step stored would gather each one)
+    IF run_analyze AND r.in_place IS NULL THEN
+      -- every step stored, so that each has its rows and time (a step that
+      -- one later step reads runs inside it, NOT MATERIALIZED, otherwise)
+      SELECT string_agg(l, E'\n')::jsonb INTO aplan
+        FROM _ddx.explain_program(replace(prog, ' AS NOT MATERIALIZED (', ' AS MATERIALIZED ('), NULL,
+                                  'ANALYZE, FORMAT JSON') l;
+    END IF;
+    -- over Citus data tables: the variant the runner chooses (in place with
+    -- ddx.citus_in_place on, where Citus can plan it; else gathered)
+    IF r.in_place IS NOT NULL AND current_setting('ddx.citus_in_place', true) = 'on' THEN
+      prog := r.in_place;
+    END IF;
+    parts := regexp_split_to_array(substr(prog, 6), E',\n(?=[fgbm][0-9_]+ AS (NOT )?MATERIALIZED)');
+    FOR i IN 1 .. array_length(parts, 1) LOOP
+      program := p;
+      step := i;
+      sql := parts[i];
+      IF i = array_length(parts, 1) THEN  -- the last CTE, then the gradient rows' SELECT on lines of its own
+        sql := split_part(parts[i], E'\nSELECT ', 1);
+      END IF;
+      name := split_part(sql, ' ', 1);
+      kind := CASE left(name, 1) WHEN 'f' THEN 'forward' WHEN 'b' THEN 'backward: cotangent'
+                                 WHEN 'm' THEN 'backward: shared pass' ELSE 'forward' END;
+      rows := NULL;
+      ms := NULL;
+      IF aplan IS NOT NULL THEN
+        SELECT (n ->> 'Actual Rows')::float8, (n ->> 'Actual Total Time')::float8 INTO rows, ms
+          FROM jsonb_path_query(aplan, 'strict $.**') n
+         WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name
+         LIMIT 1;
+      END IF;
+      RETURN NEXT;
+    END LOOP;
+  END LOOP;
 END $$;

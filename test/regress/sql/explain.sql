@@ -8,7 +8,8 @@ CREATE TABLE w (f int PRIMARY KEY, val float8);
 CREATE TABLE x (s int, f int, val float8);
 INSERT INTO w VALUES (1, 0.5), (2, -1);
 INSERT INTO x VALUES (1, 1, 2), (1, 2, 3), (2, 1, 1), (3, 2, 4);
-SELECT program, step, name, kind, rows, ms >= 0 AS timed, sql ~ ('^' || name || ' AS (NOT )?MATERIALIZED \(') AS sql_ok
+SELECT program, step, name, kind, rows, ms >= 0 AS timed,
+       sql ~ ('^' || name || ' AS (NOT )?MATERIALIZED \(') AND sql !~ E'\nSELECT ' AND sql ~ '\)$' AS sql_ok
   FROM ddx_explain($$WITH loss AS (SELECT sum(z * z) AS l FROM
                        (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) t)
                      SELECT grad('loss', w.val) FROM w$$, true);
