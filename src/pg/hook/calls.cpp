@@ -205,10 +205,8 @@ RangeTblEntry *ThroughJoinAliases(Query *q, Index *varno, AttrNumber *attno) {
   return rte;
 }
 
-// A relation's range-table entry turned into another kind (a function of
-// jvp's rows, a subquery gathering a Citus table): its relation's fields
-// cleared, permissions included (a copy of the entry inside keeps them
-// where the relation is still read).
+// A grad/vjp/jvp/hvp call made a call of one of ddx's internal functions
+// (funcid, of float8) with `args`, explicit, without a variadic array.
 void RetargetCall(FuncExpr *fe, Oid funcid, List *args) {
   fe->funcid = funcid;
   fe->funcresulttype = FLOAT8OID;
@@ -220,6 +218,10 @@ void RetargetCall(FuncExpr *fe, Oid funcid, List *args) {
   fe->args = args;
 }
 
+// A relation's range-table entry turned into another kind (a function of
+// jvp's rows, a subquery gathering a Citus table): its relation's fields
+// cleared, permissions included (a copy of the entry inside keeps them
+// where the relation is still read).
 void ForgetRelation(RangeTblEntry *rte) {
   rte->security_barrier = false;
   rte->relid = InvalidOid;
