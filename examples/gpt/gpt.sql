@@ -161,11 +161,14 @@ $$;
 -- Causal multi-head self-attention of layer l over `x` (b, t, e, v): q, k, v
 -- per head, softmax(q k' / sqrt(hd)) over earlier positions, the heads'
 -- outputs projected back (c_proj). Emits <p>_q ... and <p> (b, t, e, v).
-CREATE OR REPLACE FUNCTION gpt.attention(p text, x text, l int, hd int) RETURNS text
+-- `qf`, a condition on x's rows appended to the queries' join: the
+-- positions whose outputs are wanted (keys and values are all positions'
+-- still), as sampling wants only the last one's.
+CREATE OR REPLACE FUNCTION gpt.attention(p text, x text, l int, hd int, qf text DEFAULT '') RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT format($f$
   %1$s_q AS (SELECT a.b, a.h, a.t, a.d, a.v + c.val AS v
-               FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wq w ON w.l = %3$s AND w.e = x.e
+               FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wq w ON w.l = %3$s AND w.e = x.e%5$s
                       GROUP BY x.b, w.h, x.t, w.d) a JOIN gpt.bq c ON c.l = %3$s AND c.h = a.h AND c.d = a.d),
   %1$s_k AS (SELECT a.b, a.h, a.t, a.d, a.v + c.val AS v
                FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wk w ON w.l = %3$s AND w.e = x.e
@@ -183,7 +186,7 @@ LANGUAGE sql IMMUTABLE AS $$
                JOIN %1$s_v v ON v.b = p.b AND v.h = p.h AND v.t = p.j GROUP BY p.b, p.h, p.i, v.d),
   %1$s AS (SELECT a.b, a.t, a.e, a.v + c.val AS v
              FROM (SELECT y.b, y.t, w.e, sum(y.v * w.val) AS v FROM %1$s_y y JOIN gpt.wo w ON w.l = %3$s AND w.h = y.h AND w.d = y.d
-                    GROUP BY y.b, y.t, w.e) a JOIN gpt.bo c ON c.l = %3$s AND c.e = a.e)$f$, p, x, l, hd)
+                    GROUP BY y.b, y.t, w.e) a JOIN gpt.bo c ON c.l = %3$s AND c.e = a.e)$f$, p, x, l, hd, qf)
 $$;
 
 -- The MLP of layer l over `x`: c_fc, tanh-GELU (GPT-2's), c_proj.
@@ -200,12 +203,14 @@ LANGUAGE sql IMMUTABLE AS $$
     p, x, l)
 $$;
 
--- Block l: x + attn(ln_1(x)), then + mlp(ln_2(x)). Emits b<l> (b, t, e, v).
-CREATE OR REPLACE FUNCTION gpt.block(l int, x text, hd int) RETURNS text
+-- Block l: x + attn(ln_1(x)), then + mlp(ln_2(x)). Emits b<l> (b, t, e, v),
+-- at the positions `qf` keeps (gpt.attention; the residual's join keeps
+-- only those).
+CREATE OR REPLACE FUNCTION gpt.block(l int, x text, hd int, qf text DEFAULT '') RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT concat_ws(',',
     gpt.layer_norm(format('b%s_ln1', l), x, 'ln1_g', 'ln1_b', l),
-    gpt.attention(format('b%s_attn', l), format('b%s_ln1', l), l, hd),
+    gpt.attention(format('b%s_attn', l), format('b%s_ln1', l), l, hd, qf),
     format($f$
   b%1$s_r AS (SELECT x.b, x.t, x.e, x.v + a.v AS v FROM %2$s x JOIN b%1$s_attn a ON a.b = x.b AND a.t = x.t AND a.e = x.e)$f$, l, x),
     gpt.layer_norm(format('b%s_ln2', l), format('b%s_r', l), 'ln2_g', 'ln2_b', l),
@@ -215,8 +220,12 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The logits (b, t, v, z) of input `inp` (b, t, tok): embeddings, the
--- blocks, the final LayerNorm, the LM head (wte, tied).
-CREATE OR REPLACE FUNCTION gpt.forward_sql(inp text) RETURNS text
+-- blocks, the final LayerNorm, the LM head (wte, tied). With last_only, at
+-- each sequence's last position alone: the last block's queries, its MLP,
+-- the final LayerNorm and the LM head for that position only (what the
+-- next token needs; the earlier blocks and the last one's keys and values
+-- are every position's).
+CREATE OR REPLACE FUNCTION gpt.forward_sql(inp text, last_only boolean DEFAULT false) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   c gpt.config := (SELECT c FROM gpt.config c);
@@ -227,7 +236,9 @@ BEGIN
   x0 AS (SELECT i.b, i.t, e.e, e.val + p.val AS v FROM inp i JOIN gpt.wte e ON e.v = i.tok
            JOIN gpt.wpe p ON p.t = i.t AND p.e = e.e)$f$, inp);
   FOR l IN 1 .. c.n_layer LOOP
-    sql := sql || ',' || gpt.block(l, CASE WHEN l = 1 THEN 'x0' ELSE 'b' || (l - 1) END, c.n_embd / c.n_head);
+    sql := sql || ',' || gpt.block(l, CASE WHEN l = 1 THEN 'x0' ELSE 'b' || (l - 1) END, c.n_embd / c.n_head,
+                                   CASE WHEN last_only AND l = c.n_layer
+                                        THEN ' AND x.t = (SELECT max(i.t) FROM inp i WHERE i.b = x.b)' ELSE '' END);
   END LOOP;
   RETURN sql || ',' || gpt.layer_norm('lnf', 'b' || c.n_layer, 'lnf_g', 'lnf_b', NULL) || $f$,
   logits AS (SELECT x.b, x.t, e.v, sum(x.v * e.val) AS z FROM lnf x JOIN gpt.wte e ON e.e = x.e GROUP BY x.b, x.t, e.v)$f$;
@@ -251,41 +262,57 @@ END $$;
 
 -- The next-token distribution after `context` (token ids, at most
 -- block_size of them): probabilities at the last position, at `temperature`.
+-- (The forward at the last position alone: gpt.forward_sql's last_only.)
+CREATE OR REPLACE FUNCTION gpt.next_probs_sql() RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT 'WITH ' || gpt.forward_sql('SELECT 0 AS b, o::int - 1 AS t, tok FROM unnest($1::int[]) WITH ORDINALITY u(tok, o)',
+                                    true) || $f$,
+  last AS (SELECT g.v, g.z / $2::float8 AS z FROM logits g WHERE g.t = cardinality($1::int[]) - 1),
+  m AS (SELECT max(z) AS m FROM last)
+SELECT last.v, exp(last.z - m.m) / sum(exp(last.z - m.m)) OVER () AS p FROM last, m$f$
+$$;
+
 CREATE OR REPLACE FUNCTION gpt.next_probs(context int[], temperature float8) RETURNS TABLE (v int, p float8)
 LANGUAGE plpgsql AS $$
-DECLARE
-  n int := cardinality(context);
 BEGIN
-  RETURN QUERY EXECUTE 'WITH ' || gpt.forward_sql(
-    'SELECT 0 AS b, o::int - 1 AS t, tok FROM unnest($1) WITH ORDINALITY u(tok, o)') || $f$,
-  last AS (SELECT g.v, g.z / $2 AS z FROM logits g WHERE g.t = $3 - 1),
-  m AS (SELECT max(z) AS m FROM last)
-SELECT last.v, exp(last.z - m.m) / sum(exp(last.z - m.m)) OVER () FROM last, m$f$
-    USING context, temperature, n;
+  RETURN QUERY EXECUTE gpt.next_probs_sql() USING context, temperature;
 END $$;
 
 -- `n` characters generated after `prompt`: greedy when temperature is 0,
--- else sampled from softmax(logits / temperature) (seeded: setseed first).
+-- else sampled from softmax(logits / temperature) (seeded: setseed first;
+-- one random() per character, the inverse CDF of the vocabulary's order).
+-- The next token comes from one statement, prepared once per session and
+-- model size and planned once (a generic plan: the context is its
+-- parameter), so a character costs the forward at the last position, not
+-- the planning of the whole model's CTEs.
 CREATE OR REPLACE FUNCTION gpt.sample(prompt text, n int, temperature float8 DEFAULT 0) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   bs int := (SELECT block_size FROM gpt.config);
   ctx int[] := ARRAY(SELECT v.v FROM regexp_split_to_table(prompt, '') WITH ORDINALITY c(ch, o)
                        JOIN gpt.vocab v ON v.ch = c.ch ORDER BY c.o);
   nxt int;
   out text := prompt;
+  sql text;
+  stmt text;
 BEGIN
   IF cardinality(ctx) = 0 THEN
     ctx := ARRAY[(SELECT v FROM gpt.vocab WHERE ch = E'\n')];
   END IF;
+  -- $1 the context, $2 the temperature (1 for greedy), $3 the uniform draw
+  -- (NULL: greedy, the most probable token, the lowest id among equals)
+  sql := 'WITH probs AS MATERIALIZED (' || gpt.next_probs_sql() || ') '
+         'SELECT CASE WHEN $3::float8 IS NULL THEN (SELECT q.v FROM probs q ORDER BY q.p DESC, q.v LIMIT 1) '
+         'ELSE (SELECT q.v FROM (SELECT q.v, sum(q.p) OVER (ORDER BY q.v) AS cdf FROM probs q) q '
+         'WHERE q.cdf >= $3 ORDER BY q.v LIMIT 1) END';
+  stmt := 'gpt_next_' || md5(sql);
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = stmt) THEN
+    EXECUTE format('PREPARE %I (int[], float8, float8) AS %s', stmt, sql);
+  END IF;
   FOR i IN 1 .. n LOOP
-    IF temperature = 0 THEN
-      SELECT q.v INTO nxt FROM gpt.next_probs(ctx[greatest(1, cardinality(ctx) - bs + 1):], 1) q ORDER BY q.p DESC, q.v LIMIT 1;
-    ELSE  -- inverse CDF of one uniform draw
-      SELECT q.v INTO nxt FROM (SELECT q.v, sum(q.p) OVER (ORDER BY q.v) AS cdf FROM gpt.next_probs(
-                                  ctx[greatest(1, cardinality(ctx) - bs + 1):], temperature) q) q, (SELECT random() AS u) r
-       WHERE q.cdf >= r.u ORDER BY q.v LIMIT 1;
-    END IF;
+    EXECUTE format('EXECUTE %I (%L, %L, %L)', stmt, ctx[greatest(1, cardinality(ctx) - bs + 1):],
+                   CASE WHEN temperature = 0 THEN 1 ELSE temperature END,
+                   CASE WHEN temperature = 0 THEN NULL ELSE random() END) INTO nxt;
     ctx := ctx || nxt;
     out := out || (SELECT ch FROM gpt.vocab WHERE v = nxt);
   END LOOP;

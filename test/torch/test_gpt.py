@@ -5,7 +5,8 @@ same batches: after each of 5 AdamW steps as nanoGPT configures it (decay
 on matrices and embeddings, none on LayerNorm gains and biases, betas 0.9 /
 0.99, clipping at 1.0, warmup + cosine schedule), the loss, every parameter
 table and both moments must agree to 1e-9 relative. At 1 and 2 layers;
-clipping must be active in at least one step.
+clipping must be active in at least one step. Then sampling (gpt.next_probs,
+gpt.sample) against the twin's forward with the trained weights.
 
 Closes with "gpt: N passed, N failed".
 """
@@ -75,6 +76,13 @@ def layer_norm(x, g, b):
 def forward(p, tok, tgt, L, H):
     """nanoGPT's GPT.forward: loss of the batch (tok, tgt: B x T)."""
     B, T = tok.shape
+    logits = logits_of(p, tok, L)
+    return torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+
+
+def logits_of(p, tok, L):
+    """The logits (B x T x vocabulary) of the batch tok (B x T)."""
+    B, T = tok.shape
     x = p["wte"][tok] + p["wpe"][:T]
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
     for l in range(L):
@@ -89,8 +97,7 @@ def forward(p, tok, tgt, L, H):
         f = torch.nn.functional.gelu(h @ p["wfc"][l] + p["bfc"][l], approximate="tanh")
         x = x + f @ p["wmp"][l] + p["bmp"][l]
     x = layer_norm(x, p["lnf_g"], p["lnf_b"])
-    logits = x @ p["wte"].T
-    return torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+    return x @ p["wte"].T
 
 
 def get_lr(it, warmup, decay, max_lr, min_lr):  # nanoGPT
@@ -158,6 +165,49 @@ def twin(L, H, C, T, B, steps=5):
           f"max relative error {worst:.1e} (loss, norm, {len(SHAPES)} tables, both moments), clipped in {clipped}")
 
 
+def sampling(L, bs):
+    """gpt.next_probs and gpt.sample (the forward at the last position alone,
+    a prepared statement) against the twin's forward over the whole context,
+    with the tables as the training left them: the next-token distribution
+    at temperature 0.8 (1e-12 relative), a greedy continuation, and one
+    sampled at temperature 0.8 from the same draws (PostgreSQL's random()
+    after setseed, read back) by the inverse CDF, character for character."""
+    p = {n: torch.tensor(weights(n)) for n in SHAPES}
+    vocab = {int(v): ch for v, ch in psql("SELECT v, ch FROM gpt.vocab")}
+    ids = {ch: v for v, ch in vocab.items()}
+    prompt = "The "
+    n = bs + 4  # past the context: the window slides
+
+    def probs(ctx, temperature):
+        z = logits_of(p, torch.tensor([ctx[-bs:]]), L)[0, -1] / temperature
+        return torch.softmax(z, dim=0)
+
+    ctx = [ids[c] for c in prompt]
+    want = probs(ctx, 0.8)
+    got = psql(f"SELECT v, p FROM gpt.next_probs(ARRAY{ctx}, 0.8) ORDER BY v")
+    got = torch.tensor([float(r[1]) for r in got])
+    err = float(torch.max(torch.abs(got - want) / want))
+    ok = len(got) == len(want) and err <= 1e-12
+    # greedy
+    g = list(ctx)
+    for _ in range(n):
+        g.append(int(torch.argmax(probs(g, 1.0))))
+    greedy = psql(f"SELECT gpt.sample('{prompt}', {n})")[0][0]
+    ok_g = greedy == prompt + "".join(vocab[t] for t in g[len(ctx):])
+    # sampled: the draws sample() takes, one per character, after setseed(0.25)
+    draws = [float(r[0]) for r in psql(f"SELECT setseed(0.25); SELECT random() FROM generate_series(1, {n})")]
+    s = list(ctx)
+    for u in draws:
+        cdf = torch.cumsum(probs(s, 0.8), dim=0)
+        s.append(int(torch.nonzero(cdf >= u)[0]))
+    sampled = psql(f"SELECT setseed(0.25); SELECT gpt.sample('{prompt}', {n}, 0.8)")[0][0]
+    ok_s = sampled == prompt + "".join(vocab[t] for t in s[len(ctx):])
+    results.append(ok and ok_g and ok_s)
+    print(f"{'ok' if ok and ok_g and ok_s else 'FAILED'}  sampling, {L} layer{'s' if L > 1 else ''}: next-token "
+          f"distribution at the last position {err:.1e} relative to the whole forward's; greedy {'=' if ok_g else '!='} "
+          f"the twin's; sampled from the same draws {'=' if ok_s else '!='} the twin's ({sampled!r})")
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
@@ -170,6 +220,7 @@ def main():
     for cfg in ((1, 2, 16, 8, 2), (2, 2, 8, 8, 2)):
         try:
             twin(*cfg)
+            sampling(cfg[0], cfg[3])
         except Exception as e:  # a failure of one size is reported, the other still runs
             results.append(False)
             print(f"FAILED  GPT {cfg}: {e}")
