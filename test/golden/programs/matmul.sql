@@ -1,6 +1,6 @@
 WITH f5 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a0.i AS c0, a1.j AS c1, sum((a0.val * a1.val)) AS c2 FROM (public.x a0 JOIN public.w a1 ON (a0.j OPERATOR(pg_catalog.=) a1.i)) GROUP BY 2, 3),
 f8 AS MATERIALIZED (SELECT 1::bigint AS rid, sum(power(tanh(a0.c2), CAST(('2'::integer) AS pg_catalog.float8))) AS c0 FROM f5 a0),
-f9 AS MATERIALIZED (SELECT row_number() OVER () AS rid, a0.rid AS l0, a0.c0 AS x0_0, a0.c0 AS c0 FROM f8 a0),
+f9 AS MATERIALIZED (SELECT a0.rid AS rid, a0.rid AS l0, a0.c0 AS x0_0, a0.c0 AS c0 FROM f8 a0),
 b9 AS NOT MATERIALIZED (SELECT rid, 1::float8 AS d0 FROM f9 WHERE c0 IS NOT NULL),
 b8 AS NOT MATERIALIZED (SELECT q.rid, q.d0 AS d0 FROM (SELECT f.l0 AS rid, (COALESCE(b.d0, 0::float8)) AS d0 FROM f9 f JOIN b9 b ON b.rid = f.rid) q WHERE q.rid IS NOT NULL),
 b5 AS NOT MATERIALIZED (SELECT q.rid, q.d2 AS d2, q.c0, q.c1, q.c2 FROM (SELECT r.a0_rid AS rid, (COALESCE((((CASE WHEN r.a0_c2 IS NULL THEN NULL ELSE a.bd0 END) * (CASE WHEN CAST(('2'::integer) AS pg_catalog.float8) = 0 THEN 0::float8 WHEN r.v0 = 0 AND CAST(('2'::integer) AS pg_catalog.float8) < 1 THEN 'Infinity'::float8 ELSE CAST(('2'::integer) AS pg_catalog.float8) * power(r.v0, CAST(('2'::integer) AS pg_catalog.float8) - 1) END)) * (1 - r.v0 * r.v0)), 0::float8)) AS d2, r.a0_c0 AS c0, r.a0_c1 AS c1, r.a0_c2 AS c2 FROM (SELECT r.*, tanh(r.a0_c2) AS v0 FROM (SELECT a0.rid AS a0_rid, a0.c0 AS a0_c0, a0.c1 AS a0_c1, a0.c2 AS a0_c2 FROM f5 a0 OFFSET 0) r OFFSET 0) r CROSS JOIN (SELECT b.rid AS rid, b.d0 AS bd0 FROM b8 b OFFSET 0) a) q WHERE q.rid IS NOT NULL),
