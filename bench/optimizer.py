@@ -29,7 +29,6 @@ the new versions of its rows, so that an UPDATE of val is a HOT update (no
 index entry per row). A step's parameters are checked
 against PyTorch's AdamW first.
 """
-import os
 import statistics
 import sys
 import time

@@ -25,6 +25,10 @@
 --   wo (l, h, d, e), bo (l, e)                             attention's c_proj
 --   wfc (l, e, k), bfc (l, k), wmp (l, k, e), bmp (l, e)   MLP c_fc, c_proj
 CREATE SCHEMA IF NOT EXISTS gpt;
+-- Signatures of earlier versions of this file, which CREATE OR REPLACE would
+-- keep beside the new ones (gpt.forward_sql(text) made every one-argument
+-- call ambiguous): dropped, so the file loads over an older copy of itself.
+DROP FUNCTION IF EXISTS gpt.forward_sql(text), gpt.block(int, text, int), gpt.attention(text, text, int, int);
 
 CREATE TABLE IF NOT EXISTS gpt.config (
   n_layer int NOT NULL, n_head int NOT NULL, n_embd int NOT NULL, block_size int NOT NULL, batch int NOT NULL,
