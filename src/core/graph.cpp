@@ -137,6 +137,14 @@ void Pass::DecideMaterialized() {
 // row. Without the node the compiled region is faster (attention's
 // gradient, bench/RESULTS.md), so the program differs by ddx.contraction
 // (program.h).
+//   With the node, reverse mode also saves a side of two leaves or more
+// that receives gradient, costly or not: attention's q = x·Wq + bq. Its
+// leaves' transposes each joined the other leaves (the other side among
+// them) with the cotangents, so bq's re-formed the scores' join, q ⋈ k,
+// for every layer (270k rows at 2 layers, 64 wide, T=32, B=8, spilling
+// at the default work_mem), and bk's, bv's the same. Saved, the
+// contraction has two leaves, each transposed against the other alone,
+// and the side's own reverse rule runs once per its row.
 void Pass::SaveContractionSides() {
   std::function<int(const Rel *)> leaves = [&](const Rel *x) {
     if (mat.count(x)) return 1;
@@ -179,8 +187,8 @@ void Pass::SaveContractionSides() {
     for (const auto &side : x->inputs) {
       if (!RowLocal(side.get())) continue;
       int n = leaves(side.get());
-      if (n >= kSavedLeaves || ((tangents || (contraction_node && n >= 2)) && costly(side.get())))
-        mat.insert(side.get());
+      bool node_saves = contraction_node && n >= 2 && (costly(side.get()) || (!tangents && AnyActive(side.get())));
+      if (n >= kSavedLeaves || (tangents && costly(side.get())) || node_saves) mat.insert(side.get());
     }
   }
 }
