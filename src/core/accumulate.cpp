@@ -130,17 +130,28 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const Refs &reads,
               const PerLeaf &per_leaf, const LeafRid &leaf_rid, const std::string &shared_name,
               const std::set<int> &once, int carrier, const Resolver &value, const LeafKeys &leaf_keys) {
-  std::vector<std::string> cols;
+  std::vector<std::string> cols, again;
+  std::map<std::string, std::string> first;  // a sum's SQL -> the column that has it
   std::vector<std::string> carried = carrier >= 0 ? CarriedCols(reg, carrier, value) : std::vector<std::string>{};
   for (const auto &[k, terms_k] : per_leaf) {
     cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
     for (const auto &kv : Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_"))
       cols.push_back(kv.first + " AS " + kv.second);
-    for (const auto &[col, sum] : terms_k) cols.push_back(sum + " AS " + T(k, col));
+    for (const auto &[col, sum] : terms_k) {
+      auto [at, fresh] = first.emplace(sum, T(k, col));
+      (fresh ? cols : again).push_back((fresh ? sum : "q." + at->second) + " AS " + T(k, col));
+    }
   }
   for (size_t j = 0; j < carried.size(); j++)
     cols.push_back(carried[j] + " AS x" + std::to_string(carrier) + "_" + C(static_cast<int>(j)));
-  s.ctes.push_back({shared_name, "SELECT " + Join(cols, ", ") + source, reads});
+  // Leaves of one sum get the same adjoint (x + b: the GPT's GELU over
+  // fc + bfc wrote its derivative's five terms once for each, and
+  // LayerNorm's statistics ten times), and PostgreSQL computes it as often
+  // as it is written: each is computed once, in a layer the planner cannot
+  // pull up (Fence), and copied.
+  std::string sql = "SELECT " + Join(cols, ", ") + source;
+  if (!again.empty()) sql = "SELECT q.*, " + Join(again, ", ") + " FROM (SELECT * FROM (" + sql + ") q0" + p.Fence() + ") q";
+  s.ctes.push_back({shared_name, sql, reads});
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
     std::vector<std::string> sel{rk + " AS rid"}, by{rk};
