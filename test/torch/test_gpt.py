@@ -6,7 +6,10 @@ on matrices and embeddings, none on LayerNorm gains and biases, betas 0.9 /
 0.99, clipping at 1.0, warmup + cosine schedule), the loss, every parameter
 table and both moments must agree to 1e-9 relative. At 1 and 2 layers;
 clipping must be active in at least one step. Then sampling (gpt.next_probs,
-gpt.sample) against the twin's forward with the trained weights.
+gpt.sample) against the twin's forward with the trained weights. Then
+examples/gpt/to_torch.py: the exported nanoGPT module's logits against the
+SQL forward's (1e-12), weights trained in PyTorch imported back give
+PyTorch's loss in SQL (1e-12), and a second export is bit for bit.
 
 Closes with "gpt: N passed, N failed".
 """
@@ -208,6 +211,57 @@ def sampling(L, bs):
           f"the twin's; sampled from the same draws {'=' if ok_s else '!='} the twin's ({sampled!r})")
 
 
+def to_torch_roundtrip(L, T, B):
+    """examples/gpt/to_torch.py: the exported module's logits are the SQL
+    forward's; weights trained in PyTorch from it, imported, give PyTorch's
+    loss in SQL; a second export is bit for bit the module's state."""
+    sys.path.insert(0, GPT)
+    import to_torch
+    path = f"/tmp/ddx_gpt_{os.getpid()}.pt"
+    conn = to_torch.psycopg2.connect(dbname=DB)
+    to_torch.export(conn, path)
+    model, _ = to_torch.load(path)
+    batch = psql("SELECT b, t, tok, tgt FROM gpt.batches WHERE step = 1 ORDER BY b, t")
+    tok = torch.tensor([int(r[2]) for r in batch]).reshape(B, T)
+    tgt = torch.tensor([int(r[3]) for r in batch]).reshape(B, T)
+    cur = conn.cursor()
+    cur.execute("SELECT 'WITH ' || gpt.forward_sql('SELECT g.b, g.t, g.tok, g.tgt FROM gpt.batches g "
+                "WHERE g.step = 1') || ' SELECT b, t, v, z FROM logits'")
+    cur.execute(cur.fetchone()[0])
+    sql_logits = torch.full((B, T, model.args["vocab_size"]), float("nan"))
+    for b, t, v, z in cur.fetchall():
+        sql_logits[b, t, v] = z
+    with torch.no_grad():
+        logits, _ = model(tok)
+    e_logits = float((logits - sql_logits).abs().max() / logits.abs().max())
+    # trained in PyTorch, then imported: the loss of a batch in SQL is PyTorch's
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        model(tok, tgt)[1].backward()
+        opt.step()
+    with torch.no_grad():
+        want = model(tok, tgt)[1].item()
+    torch.save({"model": model.state_dict(), "model_args": model.args, "vocab": to_torch.load(path)[1]}, path)
+    to_torch.import_(conn, path)
+    cur.execute("SELECT gpt.loss_sql()")
+    cur.execute(cur.fetchone()[0].replace("$1", "1"))
+    got = cur.fetchone()[0]
+    e_loss = abs(got - want) / abs(want)
+    to_torch.export(conn, path + "2")
+    again = torch.load(path + "2")["model"]
+    same = all(torch.equal(again[k], v) for k, v in model.state_dict().items())
+    conn.close()
+    os.unlink(path)
+    os.unlink(path + "2")
+    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  to PyTorch and back, {L} layer{'s' if L > 1 else ''}: logits of the exported "
+          f"module {e_logits:.1e} relative to SQL's; trained in PyTorch and imported, SQL's loss {e_loss:.1e} relative "
+          f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}")
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
@@ -221,6 +275,7 @@ def main():
         try:
             twin(*cfg)
             sampling(cfg[0], cfg[3])
+            to_torch_roundtrip(cfg[0], cfg[3], cfg[4])
         except Exception as e:  # a failure of one size is reported, the other still runs
             results.append(False)
             print(f"FAILED  GPT {cfg}: {e}")
