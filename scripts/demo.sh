@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, from nothing: installs what is missing, builds ddx, starts a
 # throwaway PostgreSQL cluster with ddx and trains a small GPT in SQL on the
-# text of the GPL (examples/gpt/train.sql): the loss falls, the model writes
-# a sample, and the loss curve is drawn to build/gpt_loss.png (gnuplot).
+# text of the GPL (examples/gpt/train.sql): the training and validation
+# losses fall, the model writes samples, and both curves are drawn to
+# build/gpt_loss.png (gnuplot).
 # The smallest example, a linear model by gradient descent in plpgsql:
 #   scripts/pg.sh psql -d postgres -f examples/train_linear.sql
 set -euo pipefail
@@ -12,10 +13,12 @@ scripts/build.sh
 scripts/pg.sh start
 trap 'scripts/pg.sh stop' EXIT
 mkdir -p build
-scripts/pg.sh psql -X -q -v ON_ERROR_STOP=1 -v curve="$PWD/build/gpt_loss.tsv" -d postgres -f examples/gpt/train.sql
+scripts/pg.sh psql -X -q -v ON_ERROR_STOP=1 -v curve="$PWD/build/gpt_loss.tsv" \
+  -v val_curve="$PWD/build/gpt_val_loss.tsv" -d postgres < examples/gpt/train.sql
 gnuplot -e "set terminal png size 900,500; set output 'build/gpt_loss.png';
-            set title 'GPT in SQL (1 layer, 2 heads, 16 channels) on the GPL: training loss';
-            set xlabel 'AdamW step'; set ylabel 'cross-entropy (nats)'; set grid;
-            plot 'build/gpt_loss.tsv' using 1:2 with lines title 'loss of the step''s batch',
-                 '' using 1:2 smooth bezier lw 2 title 'smoothed'"
-echo "loss curve: $PWD/build/gpt_loss.png"
+            set title 'GPT in SQL on the GPL: training and validation loss';
+            set xlabel 'AdamW step'; set ylabel 'cross-entropy (nats per character)'; set grid;
+            plot 'build/gpt_loss.tsv' using 1:2 with lines lc rgb '#b0b0b0' title 'loss of the step''s batch',
+                 '' using 1:2 smooth bezier lw 2 lc rgb '#1f77b4' title 'training (smoothed)',
+                 'build/gpt_val_loss.tsv' using 1:2 with linespoints lw 2 pt 7 lc rgb '#d62728' title 'validation (held-out text)'"
+echo "loss curves: $PWD/build/gpt_loss.png"

@@ -9,7 +9,9 @@ clipping must be active in at least one step. Then sampling (gpt.next_probs,
 gpt.sample) against the twin's forward with the trained weights. Then
 examples/gpt/to_torch.py: the exported nanoGPT module's logits against the
 SQL forward's (1e-12), weights trained in PyTorch imported back give
-PyTorch's loss in SQL (1e-12), and a second export is bit for bit.
+PyTorch's loss in SQL (1e-12), and a second export is bit for bit. And
+gpt.load_table: a user's text, its validation part never trained on, a
+context longer than the text refused.
 
 Closes with "gpt: N passed, N failed".
 """
@@ -262,6 +264,32 @@ def to_torch_roundtrip(L, T, B):
           f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}")
 
 
+def own_text():
+    """gpt.load_table: a user's table of text; its validation part never in a
+    training batch; text shorter than the context refused with 22023."""
+    # 10 rows of 90 a's and b's, a row of 101 z's, joined by 10 newlines: 1,011 characters in one
+    # segment (a tenth of it is under 256), its last tenth (101, the z's) for validation
+    psql("DROP TABLE IF EXISTS my_text; CREATE TABLE my_text (id int, body text);"
+         "INSERT INTO my_text SELECT i, repeat('ab', 45) FROM generate_series(1, 10) i;"
+         "INSERT INTO my_text VALUES (11, repeat('z', 101));"
+         "SELECT gpt.load_table('my_text', 'body', val_share => 0.1, order_by => 'id');"
+         "SELECT gpt.setup(1, 2, 8, 8, 4, steps => 20, val_windows => 4);")
+    z = psql("SELECT v FROM gpt.vocab WHERE ch = 'z'")[0][0]
+    in_train = int(psql(f"SELECT count(*) FROM gpt.batches WHERE step > 0 AND (tok = {z} OR tgt = {z})")[0][0])
+    val = psql(f"SELECT count(*), bool_and(tok = {z} AND tgt = {z}) FROM gpt.batches WHERE step = 0")[0]
+    loss = psql("SELECT ddx_schedule_constant('own_lr', 1e-2, 3);"
+                "CALL gpt.train(3, 3, 'own text', 'own_lr');"
+                "SELECT loss FROM gpt.val_log WHERE run = 'own text' AND step = 3")[-1][0]
+    r = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", "-d", DB, "-c",
+                        "SELECT gpt.setup(1, 2, 8, 1000, 4, steps => 2)"], capture_output=True, text=True)
+    short = r.returncode != 0 and "22023" in r.stderr and "too short for a context of 1000" in r.stderr
+    ok = in_train == 0 and int(val[0]) > 0 and val[1] == "t" and math.isfinite(float(loss)) and short
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  own text (gpt.load_table): {in_train} training tokens from the validation "
+          f"part, {int(val[0]) // 8} validation windows all of it, validation loss {float(loss):.3f} after 3 steps of "
+          f"gpt.train; a context longer than the text refused: {r.stderr.strip().splitlines()[0] if r.stderr else '?'}")
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
@@ -279,6 +307,11 @@ def main():
         except Exception as e:  # a failure of one size is reported, the other still runs
             results.append(False)
             print(f"FAILED  GPT {cfg}: {e}")
+    try:
+        own_text()
+    except Exception as e:
+        results.append(False)
+        print(f"FAILED  own text: {e}")
     print(f"gpt: {sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1
 
