@@ -150,7 +150,8 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
   // as it is written: each is computed once, in a layer the planner cannot
   // pull up (Fence), and copied.
   std::string sql = "SELECT " + Join(cols, ", ") + source;
-  if (!again.empty()) sql = "SELECT q.*, " + Join(again, ", ") + " FROM (SELECT * FROM (" + sql + ") q0" + p.Fence() + ") q";
+  if (!again.empty())
+    sql = "SELECT q.*, " + Join(again, ", ") + " FROM (SELECT * FROM (" + sql + ") q0" + p.Fence() + ") q";
   s.ctes.push_back({shared_name, sql, reads});
   for (const auto &[k, terms_k] : per_leaf) {
     std::string rk = "r" + std::to_string(k);
