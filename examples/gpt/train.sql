@@ -9,11 +9,11 @@
 \set ON_ERROR_STOP 1
 \if :{?steps}
 \else
-  \set steps 200
+  \set steps 500
 \endif
 \if :{?eval_every}
 \else
-  \set eval_every 50
+  \set eval_every 100
 \endif
 \if :{?curve}
 \else
@@ -37,8 +37,6 @@ SET client_min_messages = notice;
 \timing on
 CALL gpt.train(:steps, :eval_every, 'gpt demo', 'gpt_lr');
 \timing off
--- greedy, from the same prompt
-SELECT gpt.sample('The ', 80) AS greedy;
 -- the curves, for a plot (\copy takes no psql variable)
 \pset format unaligned
 \pset tuples_only on
