@@ -2,7 +2,7 @@
 -- trained by ddx. Everything lives in schema gpt:
 --
 --   gpt.load_text(text, val_share)     the character-level corpus, its
---       vocabulary, and the share of it (its end) kept for validation
+--       vocabulary, and the share of it kept for validation (spread over it)
 --   gpt.load_table(table, column, val_share, order_by)   the same from a
 --       column of any table, its rows joined by newlines
 --   gpt.setup(n_layer, n_head, n_embd, block_size, batch, seed, steps,
@@ -72,11 +72,12 @@ CREATE OR REPLACE FUNCTION gpt.load_text(corpus text, val_share float8 DEFAULT 0
 LANGUAGE plpgsql AS $$
 DECLARE
   n int := length(corpus);
-  nseg int := greatest(1, least(10, floor(length(corpus) * val_share / 256)::int));
+  nseg int;
 BEGIN
   IF val_share IS NULL OR NOT (val_share >= 0 AND val_share < 1) THEN
     RAISE EXCEPTION 'val_share must be at least 0 and less than 1, not %', val_share USING ERRCODE = '22023';
   END IF;
+  nseg := greatest(1, least(10, floor(n * val_share / 256)::int));
   IF coalesce(n, 0) = 0 THEN
     RAISE EXCEPTION 'no text to train on' USING ERRCODE = '22023';
   END IF;
@@ -136,9 +137,14 @@ DECLARE
   proj float8 := 0.02 / sqrt(2 * n_layer);
   tname text;
 BEGIN
-  IF least(n_layer, n_head, n_embd, block_size, batch) < 1 OR val_windows < 0 OR steps < 0 THEN
+  IF coalesce(least(n_layer, n_head, n_embd, block_size, batch), 0) < 1 OR n_layer IS NULL OR n_head IS NULL
+     OR n_embd IS NULL OR block_size IS NULL OR batch IS NULL THEN
     RAISE EXCEPTION 'the sizes must be positive: n_layer %, n_head %, n_embd %, block_size %, batch %',
                     n_layer, n_head, n_embd, block_size, batch USING ERRCODE = '22023';
+  END IF;
+  IF coalesce(steps, -1) < 0 OR coalesce(val_windows, -1) < 0 OR seed IS NULL THEN
+    RAISE EXCEPTION 'steps and val_windows must be at least 0 and seed not NULL: steps %, val_windows %, seed %',
+                    steps, val_windows, seed USING ERRCODE = '22023';
   END IF;
   IF n_embd % n_head <> 0 THEN
     RAISE EXCEPTION 'n_embd % is not a multiple of n_head %', n_embd, n_head USING ERRCODE = '22023';
@@ -149,14 +155,14 @@ BEGIN
   -- Windows: block_size tokens and the target after the last, all of the
   -- training part (or, for step 0, all of the validation part).
   CREATE TEMP TABLE IF NOT EXISTS gpt_windows (val boolean, i int, pos int) ON COMMIT DROP;
-  TRUNCATE gpt_windows;
-  INSERT INTO gpt_windows
+  TRUNCATE pg_temp.gpt_windows;
+  INSERT INTO pg_temp.gpt_windows
     SELECT w.val, row_number() OVER (PARTITION BY w.val ORDER BY w.pos) - 1, w.pos
       FROM (SELECT t.pos, t.val, count(*) FILTER (WHERE t.val) OVER f AS nv, count(*) OVER f AS c
               FROM gpt.tokens t WINDOW f AS (ORDER BY t.pos ROWS BETWEEN CURRENT ROW AND block_size FOLLOWING)) w
      WHERE w.c = block_size + 1 AND w.nv IN (0, block_size + 1);
-  nstart := (SELECT count(*) FROM gpt_windows WHERE NOT val);
-  nval := (SELECT count(*) FROM gpt_windows WHERE val);
+  nstart := (SELECT count(*) FROM pg_temp.gpt_windows WHERE NOT val);
+  nval := (SELECT count(*) FROM pg_temp.gpt_windows WHERE val);
   IF nstart < 2 THEN
     RAISE EXCEPTION 'the training text is % characters, too short for a context of %', nt, block_size
       USING ERRCODE = '22023',
@@ -216,14 +222,14 @@ BEGIN
   CREATE TABLE gpt.bmp (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.bmp SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
   -- a batch per step: `batch` sequences of block_size + 1 tokens (inputs and
-  -- targets), all in the training part (positions below nt)
+  -- targets), every token and target in the training part
   TRUNCATE gpt.batches;
   INSERT INTO gpt.batches
     SELECT o.s, o.b, p.t, x.tok, y.tok
       FROM (SELECT o.s, o.b, w.pos AS start
               FROM (SELECT s, b, floor(random() * nstart)::int AS i
                       FROM generate_series(1, steps) s, generate_series(0, batch - 1) b ORDER BY s, b) o
-              JOIN gpt_windows w ON NOT w.val AND w.i = o.i) o
+              JOIN pg_temp.gpt_windows w ON NOT w.val AND w.i = o.i) o
      CROSS JOIN generate_series(0, block_size - 1) p(t)
       JOIN gpt.tokens x ON x.pos = o.start + p.t JOIN gpt.tokens y ON y.pos = o.start + p.t + 1;
   -- step 0: up to val_windows validation windows, evenly spread (those that
@@ -232,7 +238,7 @@ BEGIN
     SELECT 0, o.b, p.t, x.tok, y.tok
       FROM (SELECT row_number() OVER (ORDER BY w.pos) - 1 AS b, w.pos AS start
               FROM (SELECT w.pos, row_number() OVER (ORDER BY w.pos) - 1 AS j, count(*) OVER () AS n
-                      FROM gpt_windows w WHERE w.val AND w.i % block_size = 0) w
+                      FROM pg_temp.gpt_windows w WHERE w.val AND w.i % block_size = 0) w
              WHERE w.j % ceil(w.n::float8 / val_windows)::int = 0) o
      CROSS JOIN generate_series(0, block_size - 1) p(t)
       JOIN gpt.tokens x ON x.pos = o.start + p.t JOIN gpt.tokens y ON y.pos = o.start + p.t + 1
@@ -399,6 +405,12 @@ END $$;
 -- what is left; a sample at temperature 0.8 before the first step, half-way
 -- and at the end. Resumable: a run that has taken some steps continues (its
 -- steps commit as ddx_train's do). The validation losses go to gpt.val_log.
+-- ddx_train's own progress lines would repeat these: client_min_messages
+-- is raised to warning around each chunk. A procedure that commits can
+-- restore nothing when it is interrupted, so the value to restore is kept
+-- in the setting gpt.messages_before until it is: an interrupted call
+-- leaves the session at warning, and the next call of gpt.train (or RESET
+-- client_min_messages) puts it back.
 CREATE OR REPLACE PROCEDURE gpt.train(steps int, eval_every int, run text, schedule regclass,
                                       sample_prompt text DEFAULT 'The ')
 LANGUAGE plpgsql AS $$
@@ -410,10 +422,20 @@ DECLARE
   v float8;
   tr float8;
   el float8;
-  msgs text := current_setting('client_min_messages');
+  msgs text;
 BEGIN
-  IF eval_every IS NULL OR eval_every < 1 THEN
-    RAISE EXCEPTION 'eval_every must be at least 1' USING ERRCODE = '22023';
+  IF eval_every IS NULL OR eval_every < 1 OR steps IS NULL OR steps < 1 THEN
+    RAISE EXCEPTION 'steps and eval_every must be at least 1' USING ERRCODE = '22023';
+  END IF;
+  IF coalesce(current_setting('gpt.messages_before', true), '') <> '' THEN  -- a call interrupted
+    PERFORM set_config('client_min_messages', current_setting('gpt.messages_before'), false);
+    PERFORM set_config('gpt.messages_before', '', false);
+  END IF;
+  msgs := current_setting('client_min_messages');
+  IF done >= steps THEN
+    RAISE NOTICE 'training run "%" has taken % steps already: nothing to do', run, done
+      USING HINT = format('SELECT ddx_run_drop(%L) starts it again (after gpt.setup, its state is of other '
+                          'tables, and its step count would skip the schedule''s warmup).', run);
   END IF;
   IF done = 0 THEN
     v := gpt.val_loss();
@@ -425,15 +447,17 @@ BEGIN
   END IF;
   WHILE done < steps LOOP
     target := least(steps, (done / eval_every + 1) * eval_every);
-    -- (ddx_train's own progress lines would repeat these)
+    PERFORM set_config('gpt.messages_before', msgs, false);
     PERFORM set_config('client_min_messages', 'warning', false);
     CALL ddx_train(gpt.loss_sql(), gpt.params(), target, schedule, weight_decay => 0.1, no_decay => gpt.no_decay(),
                    max_grad_norm => 1.0, beta2 => 0.99, state_name => run, log_every => 1000000000);
     PERFORM set_config('client_min_messages', msgs, false);
+    PERFORM set_config('gpt.messages_before', '', false);
     v := gpt.val_loss();
     tr := (SELECT avg(loss) FROM ddx_train_log l WHERE l.run = train.run AND l.step > done AND l.step <= target);
     INSERT INTO gpt.val_log VALUES (run, target, v, tr, clock_timestamp())
-      ON CONFLICT ON CONSTRAINT val_log_pkey DO UPDATE SET loss = excluded.loss, train_loss = excluded.train_loss, at = excluded.at;
+      ON CONFLICT ON CONSTRAINT val_log_pkey DO UPDATE SET loss = excluded.loss, train_loss = excluded.train_loss,
+                                                           at = excluded.at;
     el := extract(epoch FROM clock_timestamp() - t0);
     RAISE NOTICE 'step %/%: train loss %, validation loss % (elapsed %s, ETA %s)', target, steps,
                  round(tr::numeric, 4), round(v::numeric, 4), round(el::numeric, 1),
@@ -443,7 +467,9 @@ BEGIN
     END IF;
     done := target;
   END LOOP;
-  RAISE NOTICE 'sample after % steps: %', steps, gpt.sample(sample_prompt, 200, 0.8);
+  IF first < steps THEN
+    RAISE NOTICE 'sample after % steps: %', steps, gpt.sample(sample_prompt, 200, 0.8);
+  END IF;
 END $$;
 
 -- --- sampling ----------------------------------------------------------------

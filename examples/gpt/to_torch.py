@@ -5,9 +5,11 @@
     examples/gpt/to_torch.py import gpt.pt    a checkpoint of the same sizes -> the tables
 
 The database is the one psql would connect to (PGHOST, PGPORT, PGDATABASE,
-...), or --db NAME. The checkpoint is nanoGPT's (train.py writes it so):
-{'model': state_dict, 'model_args': {n_layer, n_head, n_embd, block_size,
-vocab_size, bias, dropout}, 'vocab': the characters of gpt.vocab by id}.
+...), or --db NAME; the tables are read in one snapshot. The checkpoint has
+the layout of nanoGPT's (train.py writes its own so): {'model': state_dict,
+'model_args': {n_layer, n_head, n_embd, block_size, vocab_size, bias,
+dropout}, 'vocab': the characters of gpt.vocab by id (ours: nanoGPT's have
+none)}.
 Its state dict is that of `GPT` below, nanoGPT's model.py module for module
 (transformer.wte, .wpe, .h[i].ln_1, .attn.c_attn, .attn.c_proj, .ln_2,
 .mlp.c_fc, .mlp.c_proj, .ln_f, lm_head tied to wte), with GPT-2's tanh GELU,
@@ -25,7 +27,6 @@ imported, give PyTorch's loss in SQL.
 """
 import argparse
 import math
-import sys
 
 import psycopg2
 import torch
@@ -107,7 +108,7 @@ def read(cur):
     cur.execute("SELECT n_layer, n_head, n_embd, block_size FROM gpt.config")
     row = cur.fetchone()
     if row is None:
-        sys.exit("no model in this database: gpt.setup has not run")
+        raise SystemExit("no model in this database: gpt.setup has not run")
     L, H, C, T = row
     cur.execute("SELECT ch FROM gpt.vocab ORDER BY v")
     vocab = [r[0] for r in cur.fetchall()]
@@ -115,12 +116,18 @@ def read(cur):
     ext = {"l": L, "v": len(vocab), "t": T, "e": C, "h": H, "d": C // H, "k": 4 * C}
     p = {}
     for name, keys in KEYS.items():
-        a = torch.full([ext[k] for k in keys], float("nan"), dtype=torch.float64)
+        shape = [ext[k] for k in keys]
+        a = torch.full(shape, float("nan"), dtype=torch.float64)
         cur.execute(f"SELECT {', '.join(keys)}, val FROM gpt.{name}")
         for r in cur.fetchall():
-            a[tuple(r[i] - (1 if k == "l" else 0) for i, k in enumerate(keys))] = r[-1]
-        if torch.isnan(a).any():  # a missing row, or a NULL value
-            sys.exit(f"gpt.{name} does not have a value for every key of the configured sizes")
+            i = tuple(r[d] - (1 if k == "l" else 0) for d, k in enumerate(keys))
+            if any(x is None or x < 0 or x >= n for x, n in zip(i, shape)):
+                raise SystemExit(f"gpt.{name} has a row with keys {r[:-1]} outside the configured sizes")
+            if r[-1] is None:
+                raise SystemExit(f"gpt.{name} has a NULL value at keys {r[:-1]}")
+            a[i] = r[-1]
+        if torch.isnan(a).any():  # a missing row (or a NaN value)
+            raise SystemExit(f"gpt.{name} does not have a (non-NaN) value for every key of the configured sizes")
         p[name] = a
     return p, args, vocab
 
@@ -187,9 +194,16 @@ def write(cur, p):
 
 
 def export(conn, path):
-    with conn.cursor() as cur:
-        p, a, vocab = read(cur)
-    conn.commit()  # (holds no lock on the tables after)
+    # one snapshot for every table: an export during another session's
+    # training would otherwise mix the tables of two steps
+    conn.rollback()
+    conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
+    try:
+        with conn.cursor() as cur:
+            p, a, vocab = read(cur)
+    finally:
+        conn.rollback()  # (holds no lock on the tables after)
+        conn.set_session(isolation_level="DEFAULT", readonly="DEFAULT")
     torch.save({"model": state_dict(p, a), "model_args": a, "vocab": vocab}, path)
 
 
@@ -203,6 +217,8 @@ def load(path):
 
 def import_(conn, path):
     ck = torch.load(path)
+    if not isinstance(ck, dict) or not {"model", "model_args", "vocab"} <= ck.keys():
+        raise SystemExit(f"{path}: not a checkpoint of to_torch.py (a dict with model, model_args and vocab)")
     with conn.cursor() as cur:
         _, a, vocab = read(cur)
         if ck["vocab"] != vocab:

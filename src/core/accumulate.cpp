@@ -148,7 +148,8 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
   // fc + bfc wrote its derivative's five terms once for each, and
   // LayerNorm's statistics ten times), and PostgreSQL computes it as often
   // as it is written: each is computed once, in a layer the planner cannot
-  // pull up (Fence), and copied.
+  // pull up (Fence), and copied. (On Citus in place there is no fence, the
+  // layers are pulled up and each copy computed again: as before, no worse.)
   std::string sql = "SELECT " + Join(cols, ", ") + source;
   if (!again.empty())
     sql = "SELECT q.*, " + Join(again, ", ") + " FROM (SELECT * FROM (" + sql + ") q0" + p.Fence() + ") q";
