@@ -122,7 +122,7 @@ $$;
 -- _init_weights: N(0, 0.02) for linear weights and embeddings, zero biases,
 -- LayerNorm gains 1, and the residual projections (c_proj) N(0, 0.02 /
 -- sqrt(2 n_layer)). Batches for `steps` steps: `batch` random offsets each
--- in the training part; and up to val_windows consecutive windows of the
+-- in the training part; and up to val_windows windows spread over the
 -- validation part (step 0), on which gpt.val_loss measures the model.
 CREATE OR REPLACE FUNCTION gpt.setup(n_layer int, n_head int, n_embd int, block_size int, batch int,
                                      seed float8 DEFAULT 0.42, steps int DEFAULT 10000, val_windows int DEFAULT 32)
