@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
 
-    bench/gpt.py [repeats] [--small] [--drift STEPS] [--node STEPS]
+    bench/gpt.py [repeats] [--small] [--drift STEPS] [--node STEPS] [--retain ROUNDS]
 
 For each size (the reference demo's: 1 layer, 2 heads, 16 channels,
 context 16, batch 4; and 2 layers, 4 heads, 64 channels, context 32,
@@ -24,6 +24,10 @@ off side by side: two sessions (ddx.contraction = all, off), each its own
 training run, N steps each taken in turn; the median step (wall) and the
 mean CPU time of each backend, and their ratios. (This machine's speed drifts
 by a quarter over minutes: only steps taken in turn compare.)
+With --retain N (alone): at the first size and at 1 layer, 4 heads, 32 channels,
+context 32, batch 16, the gradient statement and the AdamW step in two
+sessions, ddx.retain_memory = 0 and its default, N rounds in turn: medians
+and their ratios (what keeping freed memory between programs saves).
 """
 import os
 import statistics
@@ -36,12 +40,13 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import test_gpt as tg  # noqa: E402
-from common import node_session  # noqa: E402
+from common import interleaved, node_session  # noqa: E402
 
 DB = "ddx_bench_gpt"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv else 0
 NODE = int(sys.argv[sys.argv.index("--node") + 1]) if "--node" in sys.argv else 0
+RETAIN = int(sys.argv[sys.argv.index("--retain") + 1]) if "--retain" in sys.argv else 0
 SMALL = "--small" in sys.argv  # the first size only
 SIZES = [(1, 2, 16, 16, 4), (2, 4, 64, 32, 8)]  # the second with half the repeats: ~3 min each
 STEP_SQL = ("SELECT * FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(), %s, beta2 => 0.99, weight_decay => 0.1, "
@@ -192,6 +197,25 @@ def node_on_off(steps):
           f"({off / on:.2f}x), backend CPU {con:.0f} / {coff:.0f} ms ({coff / con:.2f}x)", flush=True)
 
 
+def retain_on_off(rounds):
+    conn = psycopg2.connect(dbname=DB)
+    conn.autocommit = True
+    for size in (SIZES[0], (1, 4, 32, 32, 16)):
+        setup(conn, size, 2 * rounds + 10)
+        grad = gradient_sql(conn.cursor())[1]
+        runs = []
+        for setting in ("0", "DEFAULT"):
+            c = psycopg2.connect(dbname=DB)
+            c.autocommit = True
+            cur = c.cursor()
+            cur.execute(f"SET ddx.retain_memory = {setting}")
+            step = STEP_SQL.replace("%s", "1e-3").replace("'bench'", f"'bench retain {setting}'")
+            runs += [(cur, grad), (cur, step)]
+        g0, s0, g1, s1 = interleaved(runs, rounds)
+        print(f"{size}: gradient {g0:.0f} / {g1:.0f} ms ({g0 / g1:.2f}x), AdamW step {s0:.0f} / {s1:.0f} ms "
+              f"({s0 / s1:.2f}x): ddx.retain_memory = 0 / default, median of {rounds} rounds in turn", flush=True)
+
+
 def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
@@ -200,6 +224,9 @@ def main():
                         "-f", os.path.join(HERE, "..", "examples", "gpt", f)], check=True, capture_output=True)
     if NODE:  # (only the comparison)
         node_on_off(NODE)
+        return
+    if RETAIN:
+        retain_on_off(RETAIN)
         return
     conn = psycopg2.connect(dbname=DB)
     conn.autocommit = True

@@ -40,6 +40,7 @@ namespace ddx::pg {
 
 extern bool show_sql;        // ddx.show_sql
 extern bool citus_in_place;  // ddx.citus_in_place
+extern int retain_memory;     // ddx.retain_memory (kB)
 
 struct GradKey {
   Oid toid;
@@ -107,6 +108,8 @@ constexpr int kFirstParam = 6;
 // settings.cpp: the settings programs run under; returns the GUC nest level
 // to restore with AtEOXact_GUC
 int ProgramSettings();
+// Keeps up to ddx.retain_memory of freed memory in the backend (settings.cpp).
+void RetainMemory();
 void InPlaceSettings();
 void NoRepartition();
 void FreeJoinOrder();

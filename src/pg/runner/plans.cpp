@@ -173,6 +173,7 @@ int ExecuteProgram(const ProgramText &prog, const ExecResult *p) {
     SPIPlanPtr plan = KeptPlanFor(prog, p->nparams, p->types, &text, &pushed);
     ran = text;
     if (pushed) InPlaceSettings();  // (restored with the program's settings)
+    RetainMemory();
     rc = SPI_execute_plan(plan, p->values, p->nulls, true, 0);
   }
   PG_CATCH();

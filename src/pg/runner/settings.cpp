@@ -2,10 +2,15 @@
 // README.md in this folder).
 #include "internal.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace ddx::pg {
 
 bool show_sql = false;       // ddx.show_sql
 bool citus_in_place = true;  // ddx.citus_in_place
+int retain_memory = 256 * 1024;  // ddx.retain_memory, kB
 
 namespace {
 
@@ -128,6 +133,34 @@ int ProgramSettings() {
   return nest;
 }
 
+// A program's execution allocates its hash tables, tuplestores and node
+// states, and frees them all when it ends; the next step of a training run
+// allocates them again. glibc gives freed memory at the top of the heap back
+// to the kernel once more than M_TRIM_THRESHOLD of it is free (128 kB at
+// first; its dynamic threshold grows only with blocks served by mmap), and
+// serves each block above M_MMAP_THRESHOLD by an mmap of its own: either
+// way the next execution takes page faults for memory it had a moment ago
+// (perf: a sixth of a demo-size GPT gradient's time was the kernel's, in
+// page faults, clearing pages and brk; bench/RESULTS.md has the figures).
+// From the first program a backend runs, the heap keeps up to
+// ddx.retain_memory of freed memory (never more than its programs used:
+// the heap only grows to what they allocated), as PyTorch's caching
+// allocator keeps its blocks; 0 gives glibc's static defaults back and
+// returns what is free. A backend that never runs a program keeps glibc's
+// own policy. (mallopt's M_MMAP_THRESHOLD is at most 32 MB on 64-bit.)
+void RetainMemory() {
+#ifdef __GLIBC__
+  static int applied = -1;  // kB; -1: glibc's own policy
+  if (retain_memory == applied || (applied < 0 && retain_memory == 0)) return;
+  size_t bytes = static_cast<size_t>(retain_memory) * 1024;
+  constexpr size_t kDefault = 128 * 1024, kMmapMax = 32 * 1024 * 1024;
+  (void)mallopt(M_MMAP_THRESHOLD, static_cast<int>(Max(kDefault, Min(bytes, kMmapMax))));
+  (void)mallopt(M_TRIM_THRESHOLD, static_cast<int>(Max(kDefault, bytes)));
+  if (retain_memory == 0) (void)malloc_trim(0);
+  applied = retain_memory;
+#endif
+}
+
 void SetProgramSearchPath() {
   const char *path = namespace_search_path ? namespace_search_path : "";
   char *full = psprintf("pg_catalog%s%s", *path ? ", " : "", path);
@@ -148,6 +181,13 @@ void DefineRunnerSettings() {
                            "Citus cannot, the program reads them gathered on the coordinator. Off: always gathered "
                            "(every program runs so; bench/citus.py measures both).",
                            &citus_in_place, true, PGC_USERSET, 0, NULL, NULL, NULL);
+  DefineCustomIntVariable("ddx.retain_memory",
+                          "Freed memory a backend keeps for its next gradient program.",
+                          "A training step's program allocates its working memory again at every step; a backend "
+                          "that has run a program keeps up to this much of it when freed, instead of giving it back "
+                          "to the kernel and faulting it in again (bench/RESULTS.md). Never more than the programs "
+                          "used. 0: memory is returned as glibc does by default.",
+                          &retain_memory, 256 * 1024, 0, 1024 * 1024, PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
   MarkGUCPrefixReserved("ddx");
 }
 

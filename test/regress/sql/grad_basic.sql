@@ -87,3 +87,16 @@ SELECT stop_gradient(2.5), ddx_stop_gradient(-1);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 WITH loss AS (SELECT sum(w.val * w.val) AS l FROM w) SELECT count(*) FROM w WHERE grad('loss', w.val) = 2 * w.val;
 COMMIT;
+
+-- ddx.retain_memory: freed memory a backend keeps between programs; the
+-- same gradients with it at 0 after a program at the default (the kept
+-- memory given back), and its bounds
+SHOW ddx.retain_memory;
+WITH loss AS (SELECT sum(w.val * w.val * w.val) AS l FROM w) SELECT f, abs(grad('loss', w.val) - 3 * w.val * w.val) <= 1e-15 * abs(3 * w.val * w.val) AS ok FROM w ORDER BY f;
+SET ddx.retain_memory = 0;
+WITH loss AS (SELECT sum(w.val * w.val * w.val) AS l FROM w) SELECT f, abs(grad('loss', w.val) - 3 * w.val * w.val) <= 1e-15 * abs(3 * w.val * w.val) AS ok FROM w ORDER BY f;
+SET ddx.retain_memory = '64MB';
+WITH loss AS (SELECT sum(w.val * w.val * w.val) AS l FROM w) SELECT f, abs(grad('loss', w.val) - 3 * w.val * w.val) <= 1e-15 * abs(3 * w.val * w.val) AS ok FROM w ORDER BY f;
+SET ddx.retain_memory = '2GB';
+SET ddx.retain_memory = -1;
+RESET ddx.retain_memory;
