@@ -40,12 +40,17 @@ const Rule kSub{"sub", 2, [](const Args &a, const std::string &) { return EmitBi
                 [](size_t i, const Args &, const std::string &) { return std::string(i == 0 ? "1" : "-1"); }, Nothing};
 const Rule kMul{"mul", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "*"); },
                 [](size_t i, const Args &a, const std::string &) { return a[1 - i]; }, Other};
+// d(a/b)/db = -(a/b)/b reads the quotient, the forward's value y (a Lets
+// value where it is costly), not a / b written again: SafeDiv(a, b) written
+// inside SafeDiv(., b) wrote the numerator nine times, and a LayerNorm's
+// numerator is a sum of five terms (the GPT's LayerNorm backward passes,
+// bench/RESULTS.md).
 const Rule kDiv{"div", 2, [](const Args &a, const std::string &) { return EmitBinary(a, "/"); },
-                [](size_t i, const Args &a, const std::string &) {
+                [](size_t i, const Args &a, const std::string &y) {
                   // The forward succeeded, so a[1] <> 0.
-                  return i == 0 ? SafeDiv("1::float8", a[1]) : "-" + P(SafeDiv(SafeDiv(a[0], a[1]), a[1]));
+                  return i == 0 ? SafeDiv("1::float8", a[1]) : "-" + P(SafeDiv(y, a[1]));
                 },
-                [](size_t i, size_t j) { return j == 1 || (i == 1 && j == 0); }};
+                [](size_t i, size_t j) { return j == 1 || (i == 1 && j == kResult); }};
 const Rule kNeg{"neg", 1, [](const Args &a, const std::string &) { return P("- " + a[0]); },
                 [](size_t, const Args &, const std::string &) { return std::string("-1"); }, Nothing};
 const Rule kPos{"pos", 1, [](const Args &a, const std::string &) { return P("+ " + a[0]); },
