@@ -14,7 +14,8 @@ beside ddx's: the statement that returns the loss and its gradient from one pass
 forward statement and the gradient statement added.
 Workloads: the matmul, the 2-layer MLP (its tables without keys, as
 bench.py has them, and again with primary keys, as a user who trains with
-ddx_adamw_step has them) and causal attention of bench.py.
+ddx_adamw_step has them, and with keys but without the hidden layer's
+bias) and causal attention of bench.py.
 """
 import os
 import subprocess
@@ -83,6 +84,7 @@ def main():
             "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE b1 ADD PRIMARY KEY (j); "
             "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE b2 ADD PRIMARY KEY (j); ANALYZE;", db=DB)
     row(off, on, "  the same, with primary keys", tm.MLP_SQL, ["w1", "b1", "w2", "b2"])
+    row(off, on, "  the same, no hidden bias", tm.MLP_NO_BIAS_SQL, ["w1", "w2", "b2"])
 
     T, d = 256, 16
     X, G, Wq, Wk, Wv = tm.attention_data(T, d, 5)

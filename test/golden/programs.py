@@ -47,6 +47,8 @@ def programs():
          "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE b1 ADD PRIMARY KEY (j); "
          "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE b2 ADD PRIMARY KEY (j);")
     yield "mlp_keys", program_of(DB, grad_sql(tm.MLP_SQL, ["w1", "b1", "w2", "b2"]))
+    # (without the hidden bias: tanh(hp.z), the second contraction's side, saved)
+    yield "mlp_no_bias", program_of(DB, grad_sql(tm.MLP_NO_BIAS_SQL, ["w1", "w2", "b2"]))
     X, G, Wq, Wk, Wv = tm.attention_data(6, 4, 5)
     psql("DROP TABLE x;" + tm.matrix("x", X) + tm.matrix("tg", G) + tm.matrix("wq", Wq) + tm.matrix("wk", Wk) +
          tm.matrix("wv", Wv))

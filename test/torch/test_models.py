@@ -131,6 +131,11 @@ MLP_SQL = """
   loss AS (SELECT avg(ce) AS l FROM ce)"""
 
 
+# The same without the hidden layer's bias: its side of the second
+# contraction, tanh(hp.z), is one relation's costly value.
+MLP_NO_BIAS_SQL = MLP_SQL.replace("tanh(hp.z + b1.val) AS a FROM hp JOIN b1 ON b1.j = hp.j", "tanh(hp.z) AS a FROM hp")
+
+
 def mlp_data(n, f, hid, cls, seed):
     r = np.random.default_rng(seed)
     X = r.normal(size=(n, f))
@@ -160,6 +165,17 @@ def mlp():
     # (all four in one program: hp and b1 both receive the hidden layer's
     # terms, hp the only root)
     check("2-layer MLP, primary keys, one statement", ddx_grads_together(MLP_SQL, shapes), want)
+    # without the hidden bias: the node saves tanh(hp.z) (one relation's
+    # costly value) as it saves tanh(hp.z + b1.val), so that its derivative
+    # is taken once per hidden unit, not once per pair of the second
+    # contraction (src/core/graph.cpp, SaveContractionSides)
+    tw1, tw2, tb2 = t(W1), t(W2), t(b2)
+    logits = torch.tanh(torch.tensor(X) @ tw1) @ tw2 + tb2
+    torch.nn.functional.cross_entropy(logits, torch.tensor(lab)).backward()
+    want = {"w1": tw1.grad.numpy(), "w2": tw2.grad.numpy(), "b2": tb2.grad.numpy()}
+    shapes = {"w1": ["i", "j"], "w2": ["i", "j"], "b2": ["j"]}
+    check("2-layer MLP without the hidden bias", ddx_grads(MLP_NO_BIAS_SQL, shapes), want)
+    check("2-layer MLP without the hidden bias, one statement", ddx_grads_together(MLP_NO_BIAS_SQL, shapes), want)
 
 
 def layer_norm_and_gelu():
