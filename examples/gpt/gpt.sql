@@ -6,10 +6,11 @@
 --   gpt.load_table(table, column, val_share, order_by)   the same from a
 --       column of any table, its rows joined by newlines
 --   gpt.setup(n_layer, n_head, n_embd, block_size, batch, seed, steps,
---             val_windows)
+--             val_windows, bias)
 --       the configuration, the parameter tables with nanoGPT's
 --       initialization, batches for every step from the training part, and
---       the validation windows (step 0 of gpt.batches)
+--       the validation windows (step 0 of gpt.batches); bias => false drops
+--       every Linear's and LayerNorm's bias, as nanoGPT's bias=False
 --   gpt.loss_sql()         the training loss: cross-entropy of the step's
 --                          batch ($1 is the step, as ddx_train passes it)
 --   gpt.val_loss()         the loss on the validation windows
@@ -34,16 +35,20 @@
 --   wq, wk, wv (l, e, h, d), bq, bk, bv (l, h, d)          c_attn, split
 --   wo (l, h, d, e), bo (l, e)                             attention's c_proj
 --   wfc (l, e, k), bfc (l, k), wmp (l, k, e), bmp (l, e)   MLP c_fc, c_proj
+-- (without biases, gpt.setup(..., bias => false): no *_b and b* tables)
 CREATE SCHEMA IF NOT EXISTS gpt;
 -- Signatures of earlier versions of this file, which CREATE OR REPLACE would
 -- keep beside the new ones (gpt.forward_sql(text) made every one-argument
 -- call ambiguous): dropped, so the file loads over an older copy of itself.
 DROP FUNCTION IF EXISTS gpt.forward_sql(text), gpt.block(int, text, int), gpt.attention(text, text, int, int),
-  gpt.load_text(text), gpt.setup(int, int, int, int, int, float8, int);
+  gpt.load_text(text), gpt.setup(int, int, int, int, int, float8, int), gpt.setup(int, int, int, int, int, float8, int, int),
+  gpt.layer_norm(text, text, text, text, int), gpt.attention(text, text, int, int, text), gpt.mlp(text, text, int),
+  gpt.block(int, text, int, text);
 
 CREATE TABLE IF NOT EXISTS gpt.config (
   n_layer int NOT NULL, n_head int NOT NULL, n_embd int NOT NULL, block_size int NOT NULL, batch int NOT NULL,
   seed float8 NOT NULL);
+ALTER TABLE gpt.config ADD COLUMN IF NOT EXISTS bias boolean NOT NULL DEFAULT true;
 
 -- the corpus as tokens, and the vocabulary (its sorted characters)
 CREATE TABLE IF NOT EXISTS gpt.vocab (v int PRIMARY KEY, ch text NOT NULL UNIQUE);
@@ -125,7 +130,8 @@ $$;
 -- in the training part; and up to val_windows windows spread over the
 -- validation part (step 0), on which gpt.val_loss measures the model.
 CREATE OR REPLACE FUNCTION gpt.setup(n_layer int, n_head int, n_embd int, block_size int, batch int,
-                                     seed float8 DEFAULT 0.42, steps int DEFAULT 10000, val_windows int DEFAULT 32)
+                                     seed float8 DEFAULT 0.42, steps int DEFAULT 10000, val_windows int DEFAULT 32,
+                                     bias boolean DEFAULT true)
   RETURNS void
 LANGUAGE plpgsql SET client_min_messages = warning AS $$
 DECLARE
@@ -142,9 +148,9 @@ BEGIN
     RAISE EXCEPTION 'the sizes must be positive: n_layer %, n_head %, n_embd %, block_size %, batch %',
                     n_layer, n_head, n_embd, block_size, batch USING ERRCODE = '22023';
   END IF;
-  IF coalesce(steps, -1) < 0 OR coalesce(val_windows, -1) < 0 OR seed IS NULL THEN
-    RAISE EXCEPTION 'steps and val_windows must be at least 0 and seed not NULL: steps %, val_windows %, seed %',
-                    steps, val_windows, seed USING ERRCODE = '22023';
+  IF coalesce(steps, -1) < 0 OR coalesce(val_windows, -1) < 0 OR seed IS NULL OR bias IS NULL THEN
+    RAISE EXCEPTION 'steps and val_windows must be at least 0, seed and bias not NULL: steps %, val_windows %, seed %, '
+                    'bias %', steps, val_windows, seed, bias USING ERRCODE = '22023';
   END IF;
   IF n_embd % n_head <> 0 THEN
     RAISE EXCEPTION 'n_embd % is not a multiple of n_head %', n_embd, n_head USING ERRCODE = '22023';
@@ -175,7 +181,8 @@ BEGIN
       USING ERRCODE = '22023', HINT = 'Keep a larger share of the text for validation (val_share), or none (0).';
   END IF;
   DELETE FROM gpt.config;
-  INSERT INTO gpt.config VALUES (n_layer, n_head, n_embd, block_size, batch, seed);
+  INSERT INTO gpt.config (n_layer, n_head, n_embd, block_size, batch, seed, bias)
+    VALUES (n_layer, n_head, n_embd, block_size, batch, seed, bias);
   FOREACH tname IN ARRAY ARRAY['wte', 'wpe', 'ln1_g', 'ln1_b', 'ln2_g', 'ln2_b', 'lnf_g', 'lnf_b', 'wq', 'wk', 'wv', 'bq',
                            'bk', 'bv', 'wo', 'bo', 'wfc', 'bfc', 'wmp', 'bmp'] LOOP
     EXECUTE format('DROP TABLE IF EXISTS gpt.%I', tname);
@@ -189,19 +196,23 @@ BEGIN
     EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45)', tname || '_g');
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, 1 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) e', tname || '_g')
       USING n_layer, n_embd;
+    CONTINUE WHEN NOT bias;
     EXECUTE format('CREATE TABLE gpt.%I (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45)', tname || '_b');
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, 0 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) e', tname || '_b')
       USING n_layer, n_embd;
   END LOOP;
   CREATE TABLE gpt.lnf_g (e int PRIMARY KEY, val float8) WITH (fillfactor = 45);
   INSERT INTO gpt.lnf_g SELECT e, 1 FROM generate_series(0, n_embd - 1) e;
-  CREATE TABLE gpt.lnf_b (e int PRIMARY KEY, val float8) WITH (fillfactor = 45);
-  INSERT INTO gpt.lnf_b SELECT e, 0 FROM generate_series(0, n_embd - 1) e;
+  IF bias THEN
+    CREATE TABLE gpt.lnf_b (e int PRIMARY KEY, val float8) WITH (fillfactor = 45);
+    INSERT INTO gpt.lnf_b SELECT e, 0 FROM generate_series(0, n_embd - 1) e;
+  END IF;
   FOREACH tname IN ARRAY ARRAY['q', 'k', 'v'] LOOP
     EXECUTE format('CREATE TABLE gpt.%I (l int, e int, h int, d int, val float8, PRIMARY KEY (l, e, h, d)) WITH (fillfactor = 45)', 'w' || tname);
     EXECUTE format('INSERT INTO gpt.%I SELECT l, e, h, d, gpt.normal(0.02) FROM generate_series(1, $1) l, '
                    'generate_series(0, $2 - 1) e, generate_series(0, $3 - 1) h, generate_series(0, $4 - 1) d '
                    'ORDER BY l, e, h, d', 'w' || tname) USING n_layer, n_embd, n_head, hd;
+    CONTINUE WHEN NOT bias;
     EXECUTE format('CREATE TABLE gpt.%I (l int, h int, d int, val float8, PRIMARY KEY (l, h, d)) WITH (fillfactor = 45)', 'b' || tname);
     EXECUTE format('INSERT INTO gpt.%I SELECT l, h, d, 0 FROM generate_series(1, $1) l, generate_series(0, $2 - 1) h, '
                    'generate_series(0, $3 - 1) d', 'b' || tname) USING n_layer, n_head, hd;
@@ -209,18 +220,24 @@ BEGIN
   CREATE TABLE gpt.wo (l int, h int, d int, e int, val float8, PRIMARY KEY (l, h, d, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wo SELECT l, h, d, e, gpt.normal(proj) FROM generate_series(1, n_layer) l, generate_series(0, n_head - 1) h,
     generate_series(0, hd - 1) d, generate_series(0, n_embd - 1) e ORDER BY l, h, d, e;
-  CREATE TABLE gpt.bo (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
-  INSERT INTO gpt.bo SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
+  IF bias THEN
+    CREATE TABLE gpt.bo (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
+    INSERT INTO gpt.bo SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
+  END IF;
   CREATE TABLE gpt.wfc (l int, e int, k int, val float8, PRIMARY KEY (l, e, k)) WITH (fillfactor = 45);
   INSERT INTO gpt.wfc SELECT l, e, k, gpt.normal(0.02) FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e,
     generate_series(0, 4 * n_embd - 1) k ORDER BY l, e, k;
-  CREATE TABLE gpt.bfc (l int, k int, val float8, PRIMARY KEY (l, k)) WITH (fillfactor = 45);
-  INSERT INTO gpt.bfc SELECT l, k, 0 FROM generate_series(1, n_layer) l, generate_series(0, 4 * n_embd - 1) k;
+  IF bias THEN
+    CREATE TABLE gpt.bfc (l int, k int, val float8, PRIMARY KEY (l, k)) WITH (fillfactor = 45);
+    INSERT INTO gpt.bfc SELECT l, k, 0 FROM generate_series(1, n_layer) l, generate_series(0, 4 * n_embd - 1) k;
+  END IF;
   CREATE TABLE gpt.wmp (l int, k int, e int, val float8, PRIMARY KEY (l, k, e)) WITH (fillfactor = 45);
   INSERT INTO gpt.wmp SELECT l, k, e, gpt.normal(proj) FROM generate_series(1, n_layer) l, generate_series(0, 4 * n_embd - 1) k,
     generate_series(0, n_embd - 1) e ORDER BY l, k, e;
-  CREATE TABLE gpt.bmp (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
-  INSERT INTO gpt.bmp SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
+  IF bias THEN
+    CREATE TABLE gpt.bmp (l int, e int, val float8, PRIMARY KEY (l, e)) WITH (fillfactor = 45);
+    INSERT INTO gpt.bmp SELECT l, e, 0 FROM generate_series(1, n_layer) l, generate_series(0, n_embd - 1) e;
+  END IF;
   -- a batch per step: `batch` sequences of block_size + 1 tokens (inputs and
   -- targets), every token and target in the training part
   TRUNCATE gpt.batches;
@@ -246,37 +263,62 @@ BEGIN
   -- statistics for every table the model reads: without them, sampling's
   -- generic plan (gpt.sample) took 70 ms a character instead of 6
   ANALYZE gpt.vocab, gpt.tokens, gpt.batches, gpt.config;
-  FOREACH tname IN ARRAY ARRAY['wte', 'wpe', 'ln1_g', 'ln1_b', 'ln2_g', 'ln2_b', 'lnf_g', 'lnf_b', 'wq', 'wk', 'wv', 'bq',
-                           'bk', 'bv', 'wo', 'bo', 'wfc', 'bfc', 'wmp', 'bmp'] LOOP
-    EXECUTE format('ANALYZE gpt.%I', tname);
+  FOREACH tname IN ARRAY gpt.params() LOOP
+    EXECUTE format('ANALYZE %s', regexp_replace(tname, '\.val$', ''));
   END LOOP;
 END $$;
 
 -- The parameters AdamW trains, and those it does not decay (nanoGPT: every
 -- tensor of 2 or more dimensions decays; biases and LayerNorm gains do not).
-CREATE OR REPLACE FUNCTION gpt.params() RETURNS text[] LANGUAGE sql AS $$
-  SELECT ARRAY['gpt.wte.val', 'gpt.wpe.val', 'gpt.ln1_g.val', 'gpt.ln1_b.val', 'gpt.wq.val', 'gpt.wk.val', 'gpt.wv.val',
-               'gpt.bq.val', 'gpt.bk.val', 'gpt.bv.val', 'gpt.wo.val', 'gpt.bo.val', 'gpt.ln2_g.val', 'gpt.ln2_b.val',
-               'gpt.wfc.val', 'gpt.bfc.val', 'gpt.wmp.val', 'gpt.bmp.val', 'gpt.lnf_g.val', 'gpt.lnf_b.val']
+-- (The biases only where the model has them: gpt.config.bias.)
+CREATE OR REPLACE FUNCTION gpt.is_bias(param text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT split_part(param, '.', 2) IN ('ln1_b', 'ln2_b', 'lnf_b', 'bq', 'bk', 'bv', 'bo', 'bfc', 'bmp')
 $$;
-CREATE OR REPLACE FUNCTION gpt.no_decay() RETURNS text[] LANGUAGE sql AS $$
-  SELECT ARRAY['gpt.ln1_g.val', 'gpt.ln1_b.val', 'gpt.bq.val', 'gpt.bk.val', 'gpt.bv.val', 'gpt.bo.val', 'gpt.ln2_g.val',
-               'gpt.ln2_b.val', 'gpt.bfc.val', 'gpt.bmp.val', 'gpt.lnf_g.val', 'gpt.lnf_b.val']
+CREATE OR REPLACE FUNCTION gpt.params() RETURNS text[] LANGUAGE sql STABLE AS $$
+  SELECT ARRAY(SELECT p FROM unnest(ARRAY['gpt.wte.val', 'gpt.wpe.val', 'gpt.ln1_g.val', 'gpt.ln1_b.val', 'gpt.wq.val',
+                                         'gpt.wk.val', 'gpt.wv.val', 'gpt.bq.val', 'gpt.bk.val', 'gpt.bv.val', 'gpt.wo.val',
+                                         'gpt.bo.val', 'gpt.ln2_g.val', 'gpt.ln2_b.val', 'gpt.wfc.val', 'gpt.bfc.val',
+                                         'gpt.wmp.val', 'gpt.bmp.val', 'gpt.lnf_g.val', 'gpt.lnf_b.val']) WITH ORDINALITY u(p, o)
+                WHERE coalesce((SELECT c.bias FROM gpt.config c), true) OR NOT gpt.is_bias(p) ORDER BY o)
+$$;
+CREATE OR REPLACE FUNCTION gpt.no_decay() RETURNS text[] LANGUAGE sql STABLE AS $$
+  SELECT ARRAY(SELECT p FROM unnest(ARRAY['gpt.ln1_g.val', 'gpt.ln1_b.val', 'gpt.bq.val', 'gpt.bk.val', 'gpt.bv.val',
+                                         'gpt.bo.val', 'gpt.ln2_g.val', 'gpt.ln2_b.val', 'gpt.bfc.val', 'gpt.bmp.val',
+                                         'gpt.lnf_g.val', 'gpt.lnf_b.val']) WITH ORDINALITY u(p, o)
+                WHERE coalesce((SELECT c.bias FROM gpt.config c), true) OR NOT gpt.is_bias(p) ORDER BY o)
 $$;
 
 -- --- the model, as CTEs ----------------------------------------------------
 
 -- LayerNorm over e of relation `x` (b, t, e, v), gain and bias from `g`, `b`
--- (layer `l`, or none for the final one): nanoGPT's LayerNorm(bias=True).
-CREATE OR REPLACE FUNCTION gpt.layer_norm(name text, x text, g text, b text, l int) RETURNS text
+-- (layer `l`, or none for the final one): nanoGPT's LayerNorm(bias). Here and
+-- below, `bias` false leaves every bias out (nanoGPT's bias=False).
+CREATE OR REPLACE FUNCTION gpt.layer_norm(name text, x text, g text, b text, l int, bias boolean DEFAULT true)
+  RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT format($f$
   %1$s_st AS (SELECT b, t, avg(v) AS mu, avg(v * v) - avg(v) * avg(v) AS var FROM %2$s GROUP BY b, t),
-  %1$s AS (SELECT x.b, x.t, x.e, (x.v - s.mu) / sqrt(s.var + 1e-5) * g.val + bb.val AS v
+  %1$s AS (SELECT x.b, x.t, x.e, (x.v - s.mu) / sqrt(s.var + 1e-5) * g.val%7$s AS v
              FROM %2$s x JOIN %1$s_st s ON s.b = x.b AND s.t = x.t
-             JOIN gpt.%3$s g ON g.e = x.e%5$s JOIN gpt.%4$s bb ON bb.e = x.e%6$s)$f$,
+             JOIN gpt.%3$s g ON g.e = x.e%5$s%8$s)$f$,
     name, x, g, b, CASE WHEN l IS NULL THEN '' ELSE ' AND g.l = ' || l END,
-    CASE WHEN l IS NULL THEN '' ELSE ' AND bb.l = ' || l END)
+    CASE WHEN l IS NULL THEN '' ELSE ' AND bb.l = ' || l END, CASE WHEN bias THEN ' + bb.val' ELSE '' END,
+    CASE WHEN bias THEN format(' JOIN gpt.%I bb ON bb.e = x.e', b) || CASE WHEN l IS NULL THEN '' ELSE ' AND bb.l = ' || l END
+         ELSE '' END)
+$$;
+
+-- `sel`, a linear layer's output (columns `cols`, then v), plus the bias
+-- of table `btab` of layer l joined on its keys `bkeys` (a.k = c.k); or
+-- `sel` alone, without biases.
+CREATE OR REPLACE FUNCTION gpt.add_bias(sel text, cols text[], btab text, bkeys text[], l int, bias boolean)
+  RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN NOT bias THEN sel
+              ELSE format('SELECT %s, a.v + c.val AS v%s                FROM (%s) a JOIN gpt.%I c ON c.l = %s AND %s',
+                          (SELECT string_agg('a.' || k, ', ' ORDER BY o) FROM unnest(cols) WITH ORDINALITY u(k, o)),
+                          E'\n', sel, btab, l,
+                          (SELECT string_agg(format('c.%1$s = a.%1$s', k), ' AND ' ORDER BY o)
+                             FROM unnest(bkeys) WITH ORDINALITY u(k, o))) END
 $$;
 
 -- Causal multi-head self-attention of layer l over `x` (b, t, e, v): q, k, v
@@ -285,18 +327,13 @@ $$;
 -- `qf`, a condition on x's rows appended to the queries' join: the
 -- positions whose outputs are wanted (keys and values are all positions'
 -- still), as sampling wants only the last one's.
-CREATE OR REPLACE FUNCTION gpt.attention(p text, x text, l int, hd int, qf text DEFAULT '') RETURNS text
+CREATE OR REPLACE FUNCTION gpt.attention(p text, x text, l int, hd int, qf text DEFAULT '', bias boolean DEFAULT true)
+  RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT format($f$
-  %1$s_q AS (SELECT a.b, a.h, a.t, a.d, a.v + c.val AS v
-               FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wq w ON w.l = %3$s AND w.e = x.e%5$s
-                      GROUP BY x.b, w.h, x.t, w.d) a JOIN gpt.bq c ON c.l = %3$s AND c.h = a.h AND c.d = a.d),
-  %1$s_k AS (SELECT a.b, a.h, a.t, a.d, a.v + c.val AS v
-               FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wk w ON w.l = %3$s AND w.e = x.e
-                      GROUP BY x.b, w.h, x.t, w.d) a JOIN gpt.bk c ON c.l = %3$s AND c.h = a.h AND c.d = a.d),
-  %1$s_v AS (SELECT a.b, a.h, a.t, a.d, a.v + c.val AS v
-               FROM (SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wv w ON w.l = %3$s AND w.e = x.e
-                      GROUP BY x.b, w.h, x.t, w.d) a JOIN gpt.bv c ON c.l = %3$s AND c.h = a.h AND c.d = a.d),
+  %1$s_q AS (%6$s),
+  %1$s_k AS (%7$s),
+  %1$s_v AS (%8$s),
   %1$s_s AS (SELECT q.b, q.h, q.t AS i, k.t AS j, sum(q.v * k.v) / sqrt(%4$s) AS s FROM %1$s_q q
                JOIN %1$s_k k ON k.b = q.b AND k.h = q.h AND k.d = q.d AND k.t <= q.t GROUP BY q.b, q.h, q.t, k.t),
   %1$s_m AS (SELECT b, h, i, max(s) AS m FROM %1$s_s GROUP BY b, h, i),
@@ -305,37 +342,43 @@ LANGUAGE sql IMMUTABLE AS $$
   %1$s_p AS (SELECT e.b, e.h, e.i, e.j, e.e / z.z AS p FROM %1$s_e e JOIN %1$s_z z ON z.b = e.b AND z.h = e.h AND z.i = e.i),
   %1$s_y AS (SELECT p.b, p.h, p.i AS t, v.d, sum(p.p * v.v) AS v FROM %1$s_p p
                JOIN %1$s_v v ON v.b = p.b AND v.h = p.h AND v.t = p.j GROUP BY p.b, p.h, p.i, v.d),
-  %1$s AS (SELECT a.b, a.t, a.e, a.v + c.val AS v
-             FROM (SELECT y.b, y.t, w.e, sum(y.v * w.val) AS v FROM %1$s_y y JOIN gpt.wo w ON w.l = %3$s AND w.h = y.h AND w.d = y.d
-                    GROUP BY y.b, y.t, w.e) a JOIN gpt.bo c ON c.l = %3$s AND c.e = a.e)$f$, p, x, l, hd, qf)
+  %1$s AS (%9$s)$f$, p, x, l, hd, qf,
+    gpt.add_bias(format('SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %s x JOIN gpt.wq w ON w.l = %s AND w.e = x.e%s'
+                        ' GROUP BY x.b, w.h, x.t, w.d', x, l, qf), '{b,h,t,d}', 'bq', '{h,d}', l, bias),
+    gpt.add_bias(format('SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %s x JOIN gpt.wk w ON w.l = %s AND w.e = x.e'
+                        ' GROUP BY x.b, w.h, x.t, w.d', x, l), '{b,h,t,d}', 'bk', '{h,d}', l, bias),
+    gpt.add_bias(format('SELECT x.b, w.h, x.t, w.d, sum(x.v * w.val) AS v FROM %s x JOIN gpt.wv w ON w.l = %s AND w.e = x.e'
+                        ' GROUP BY x.b, w.h, x.t, w.d', x, l), '{b,h,t,d}', 'bv', '{h,d}', l, bias),
+    gpt.add_bias(format('SELECT y.b, y.t, w.e, sum(y.v * w.val) AS v FROM %s_y y JOIN gpt.wo w ON w.l = %s AND w.h = y.h'
+                        ' AND w.d = y.d GROUP BY y.b, y.t, w.e', p, l), '{b,t,e}', 'bo', '{e}', l, bias))
 $$;
 
 -- The MLP of layer l over `x`: c_fc, tanh-GELU (GPT-2's), c_proj.
-CREATE OR REPLACE FUNCTION gpt.mlp(p text, x text, l int) RETURNS text
+CREATE OR REPLACE FUNCTION gpt.mlp(p text, x text, l int, bias boolean DEFAULT true) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT format($f$
-  %1$s_fc AS (SELECT a.b, a.t, a.k, a.v + c.val AS v
-                FROM (SELECT x.b, x.t, w.k, sum(x.v * w.val) AS v FROM %2$s x JOIN gpt.wfc w ON w.l = %3$s AND w.e = x.e
-                       GROUP BY x.b, x.t, w.k) a JOIN gpt.bfc c ON c.l = %3$s AND c.k = a.k),
+  %1$s_fc AS (%4$s),
   %1$s_g AS (SELECT b, t, k, 0.5 * v * (1 + tanh(sqrt(2 / pi()) * (v + 0.044715 * v * v * v))) AS v FROM %1$s_fc),
-  %1$s AS (SELECT a.b, a.t, a.e, a.v + c.val AS v
-             FROM (SELECT g.b, g.t, w.e, sum(g.v * w.val) AS v FROM %1$s_g g JOIN gpt.wmp w ON w.l = %3$s AND w.k = g.k
-                    GROUP BY g.b, g.t, w.e) a JOIN gpt.bmp c ON c.l = %3$s AND c.e = a.e)$f$,
-    p, x, l)
+  %1$s AS (%5$s)$f$,
+    p, x, l,
+    gpt.add_bias(format('SELECT x.b, x.t, w.k, sum(x.v * w.val) AS v FROM %s x JOIN gpt.wfc w ON w.l = %s AND w.e = x.e'
+                        ' GROUP BY x.b, x.t, w.k', x, l), '{b,t,k}', 'bfc', '{k}', l, bias),
+    gpt.add_bias(format('SELECT g.b, g.t, w.e, sum(g.v * w.val) AS v FROM %s_g g JOIN gpt.wmp w ON w.l = %s AND w.k = g.k'
+                        ' GROUP BY g.b, g.t, w.e', p, l), '{b,t,e}', 'bmp', '{e}', l, bias))
 $$;
 
 -- Block l: x + attn(ln_1(x)), then + mlp(ln_2(x)). Emits b<l> (b, t, e, v),
 -- at the positions `qf` keeps (gpt.attention; the residual's join keeps
 -- only those).
-CREATE OR REPLACE FUNCTION gpt.block(l int, x text, hd int, qf text DEFAULT '') RETURNS text
+CREATE OR REPLACE FUNCTION gpt.block(l int, x text, hd int, qf text DEFAULT '', bias boolean DEFAULT true) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT concat_ws(',',
-    gpt.layer_norm(format('b%s_ln1', l), x, 'ln1_g', 'ln1_b', l),
-    gpt.attention(format('b%s_attn', l), format('b%s_ln1', l), l, hd, qf),
+    gpt.layer_norm(format('b%s_ln1', l), x, 'ln1_g', 'ln1_b', l, bias),
+    gpt.attention(format('b%s_attn', l), format('b%s_ln1', l), l, hd, qf, bias),
     format($f$
   b%1$s_r AS (SELECT x.b, x.t, x.e, x.v + a.v AS v FROM %2$s x JOIN b%1$s_attn a ON a.b = x.b AND a.t = x.t AND a.e = x.e)$f$, l, x),
-    gpt.layer_norm(format('b%s_ln2', l), format('b%s_r', l), 'ln2_g', 'ln2_b', l),
-    gpt.mlp(format('b%s_mlp', l), format('b%s_ln2', l), l),
+    gpt.layer_norm(format('b%s_ln2', l), format('b%s_r', l), 'ln2_g', 'ln2_b', l, bias),
+    gpt.mlp(format('b%s_mlp', l), format('b%s_ln2', l), l, bias),
     format($f$
   b%1$s AS (SELECT x.b, x.t, x.e, x.v + m.v AS v FROM b%1$s_r x JOIN b%1$s_mlp m ON m.b = x.b AND m.t = x.t AND m.e = x.e)$f$, l))
 $$;
@@ -359,9 +402,10 @@ BEGIN
   FOR l IN 1 .. c.n_layer LOOP
     sql := sql || ',' || gpt.block(l, CASE WHEN l = 1 THEN 'x0' ELSE 'b' || (l - 1) END, c.n_embd / c.n_head,
                                    CASE WHEN last_only AND l = c.n_layer
-                                        THEN ' AND x.t = (SELECT max(i.t) FROM inp i WHERE i.b = x.b)' ELSE '' END);
+                                        THEN ' AND x.t = (SELECT max(i.t) FROM inp i WHERE i.b = x.b)' ELSE '' END,
+                                   c.bias);
   END LOOP;
-  RETURN sql || ',' || gpt.layer_norm('lnf', 'b' || c.n_layer, 'lnf_g', 'lnf_b', NULL) || $f$,
+  RETURN sql || ',' || gpt.layer_norm('lnf', 'b' || c.n_layer, 'lnf_g', 'lnf_b', NULL, c.bias) || $f$,
   logits AS (SELECT x.b, x.t, e.v, sum(x.v * e.val) AS z FROM lnf x JOIN gpt.wte e ON e.e = x.e GROUP BY x.b, x.t, e.v)$f$;
 END $$;
 

@@ -12,7 +12,8 @@ dropout}, 'vocab': the characters of gpt.vocab by id (ours: nanoGPT's have
 none)}.
 Its state dict is that of `GPT` below, nanoGPT's model.py module for module
 (transformer.wte, .wpe, .h[i].ln_1, .attn.c_attn, .attn.c_proj, .ln_2,
-.mlp.c_fc, .mlp.c_proj, .ln_f, lm_head tied to wte), with GPT-2's tanh GELU,
+.mlp.c_fc, .mlp.c_proj, .ln_f, lm_head tied to wte; without the biases where
+gpt.setup had bias => false, model_args' bias), with GPT-2's tanh GELU,
 which is what gpt.sql computes (nanoGPT's own module uses the exact GELU:
 load the state dict there and its logits differ in the GELU's last bits).
 
@@ -41,14 +42,31 @@ KEYS = {
     "wo": ["l", "h", "d", "e"], "bo": ["l", "e"], "wfc": ["l", "e", "k"], "bfc": ["l", "k"], "wmp": ["l", "k", "e"],
     "bmp": ["l", "e"],
 }
+BIASES = {"ln1_b", "ln2_b", "lnf_b", "bq", "bk", "bv", "bo", "bfc", "bmp"}
+
+
+def tables_of(bias):
+    """The model's tables, by name: KEYS, less the biases of a model without them."""
+    return {n: k for n, k in KEYS.items() if bias or n not in BIASES}
+
+
+class LayerNorm(nn.Module):
+    """nanoGPT's: LayerNorm with an optional bias (torch.nn.LayerNorm has none to leave out in PyTorch 1.13)."""
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, a):
         super().__init__()
         self.n_head, self.n_embd = a["n_head"], a["n_embd"]
-        self.c_attn = nn.Linear(a["n_embd"], 3 * a["n_embd"])
-        self.c_proj = nn.Linear(a["n_embd"], a["n_embd"])
+        self.c_attn = nn.Linear(a["n_embd"], 3 * a["n_embd"], bias=a["bias"])
+        self.c_proj = nn.Linear(a["n_embd"], a["n_embd"], bias=a["bias"])
 
     def forward(self, x):
         B, T, C = x.size()
@@ -63,8 +81,8 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, a):
         super().__init__()
-        self.c_fc = nn.Linear(a["n_embd"], 4 * a["n_embd"])
-        self.c_proj = nn.Linear(4 * a["n_embd"], a["n_embd"])
+        self.c_fc = nn.Linear(a["n_embd"], 4 * a["n_embd"], bias=a["bias"])
+        self.c_proj = nn.Linear(4 * a["n_embd"], a["n_embd"], bias=a["bias"])
 
     def forward(self, x):
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
@@ -73,9 +91,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, a):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(a["n_embd"], eps=1e-5)
+        self.ln_1 = LayerNorm(a["n_embd"], a["bias"])
         self.attn = CausalSelfAttention(a)
-        self.ln_2 = nn.LayerNorm(a["n_embd"], eps=1e-5)
+        self.ln_2 = LayerNorm(a["n_embd"], a["bias"])
         self.mlp = MLP(a)
 
     def forward(self, x):
@@ -89,7 +107,7 @@ class GPT(nn.Module):
         self.args = dict(a)
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(a["vocab_size"], a["n_embd"]), wpe=nn.Embedding(a["block_size"], a["n_embd"]),
-            h=nn.ModuleList([Block(a) for _ in range(a["n_layer"])]), ln_f=nn.LayerNorm(a["n_embd"], eps=1e-5)))
+            h=nn.ModuleList([Block(a) for _ in range(a["n_layer"])]), ln_f=LayerNorm(a["n_embd"], a["bias"])))
         self.lm_head = nn.Linear(a["n_embd"], a["vocab_size"], bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # tied, as nanoGPT
 
@@ -105,17 +123,17 @@ class GPT(nn.Module):
 
 def read(cur):
     """The tables as tensors (float64) by table name, the model's arguments and the vocabulary."""
-    cur.execute("SELECT n_layer, n_head, n_embd, block_size FROM gpt.config")
+    cur.execute("SELECT n_layer, n_head, n_embd, block_size, bias FROM gpt.config")
     row = cur.fetchone()
     if row is None:
         raise SystemExit("no model in this database: gpt.setup has not run")
-    L, H, C, T = row
+    L, H, C, T, bias = row
     cur.execute("SELECT ch FROM gpt.vocab ORDER BY v")
     vocab = [r[0] for r in cur.fetchall()]
-    args = dict(n_layer=L, n_head=H, n_embd=C, block_size=T, vocab_size=len(vocab), bias=True, dropout=0.0)
+    args = dict(n_layer=L, n_head=H, n_embd=C, block_size=T, vocab_size=len(vocab), bias=bias, dropout=0.0)
     ext = {"l": L, "v": len(vocab), "t": T, "e": C, "h": H, "d": C // H, "k": 4 * C}
     p = {}
-    for name, keys in KEYS.items():
+    for name, keys in tables_of(bias).items():
         shape = [ext[k] for k in keys]
         a = torch.full(shape, float("nan"), dtype=torch.float64)
         cur.execute(f"SELECT {', '.join(keys)}, val FROM gpt.{name}")
@@ -136,18 +154,22 @@ def state_dict(p, a):
     """nanoGPT's state dict from the tables' tensors."""
     C = a["n_embd"]
     sd = {"transformer.wte.weight": p["wte"], "transformer.wpe.weight": p["wpe"],
-          "transformer.ln_f.weight": p["lnf_g"], "transformer.ln_f.bias": p["lnf_b"], "lm_head.weight": p["wte"]}
+          "transformer.ln_f.weight": p["lnf_g"], "lm_head.weight": p["wte"]}
+    bias = {"transformer.ln_f.bias": p.get("lnf_b")}
     for l in range(a["n_layer"]):
         h = f"transformer.h.{l}."
         # c_attn: y = x W^T + b, W (3C x C); q, k, v the three C-wide parts, each split into heads (h, d) -> h*hd + d
         sd[h + "attn.c_attn.weight"] = torch.cat([p[w][l].reshape(C, C).T for w in ("wq", "wk", "wv")])
-        sd[h + "attn.c_attn.bias"] = torch.cat([p[b][l].reshape(C) for b in ("bq", "bk", "bv")])
         sd[h + "attn.c_proj.weight"] = p["wo"][l].reshape(C, C).T
-        sd[h + "attn.c_proj.bias"] = p["bo"][l]
-        sd[h + "ln_1.weight"], sd[h + "ln_1.bias"] = p["ln1_g"][l], p["ln1_b"][l]
-        sd[h + "ln_2.weight"], sd[h + "ln_2.bias"] = p["ln2_g"][l], p["ln2_b"][l]
-        sd[h + "mlp.c_fc.weight"], sd[h + "mlp.c_fc.bias"] = p["wfc"][l].T, p["bfc"][l]
-        sd[h + "mlp.c_proj.weight"], sd[h + "mlp.c_proj.bias"] = p["wmp"][l].T, p["bmp"][l]
+        sd[h + "ln_1.weight"], sd[h + "ln_2.weight"] = p["ln1_g"][l], p["ln2_g"][l]
+        sd[h + "mlp.c_fc.weight"], sd[h + "mlp.c_proj.weight"] = p["wfc"][l].T, p["wmp"][l].T
+        if a["bias"]:
+            bias[h + "attn.c_attn.bias"] = torch.cat([p[b][l].reshape(C) for b in ("bq", "bk", "bv")])
+            bias[h + "attn.c_proj.bias"] = p["bo"][l]
+            bias[h + "ln_1.bias"], bias[h + "ln_2.bias"] = p["ln1_b"][l], p["ln2_b"][l]
+            bias[h + "mlp.c_fc.bias"], bias[h + "mlp.c_proj.bias"] = p["bfc"][l], p["bmp"][l]
+    if a["bias"]:
+        sd.update(bias)
     return {k: v.contiguous().clone() for k, v in sd.items()}
 
 
@@ -155,31 +177,39 @@ def tables(sd, a):
     """The tables' tensors from nanoGPT's state dict (the inverse of state_dict)."""
     L, H, C = a["n_layer"], a["n_head"], a["n_embd"]
     hd = C // H
-    layer = {name: [] for name in KEYS if "l" in KEYS[name]}
+    keys = tables_of(a["bias"])
+    layer = {name: [] for name in keys if "l" in keys[name]}
     for l in range(L):
         h = f"transformer.h.{l}."
-        w, b = sd[h + "attn.c_attn.weight"], sd[h + "attn.c_attn.bias"]
+        w = sd[h + "attn.c_attn.weight"]
         for i, n in enumerate("qkv"):
             layer["w" + n].append(w[i * C:(i + 1) * C].T.reshape(C, H, hd))
-            layer["b" + n].append(b[i * C:(i + 1) * C].reshape(H, hd))
         layer["wo"].append(sd[h + "attn.c_proj.weight"].T.reshape(H, hd, C))
-        layer["bo"].append(sd[h + "attn.c_proj.bias"])
         for t, m in (("ln1", "ln_1"), ("ln2", "ln_2")):
             layer[t + "_g"].append(sd[h + m + ".weight"])
-            layer[t + "_b"].append(sd[h + m + ".bias"])
         layer["wfc"].append(sd[h + "mlp.c_fc.weight"].T)
-        layer["bfc"].append(sd[h + "mlp.c_fc.bias"])
         layer["wmp"].append(sd[h + "mlp.c_proj.weight"].T)
-        layer["bmp"].append(sd[h + "mlp.c_proj.bias"])
+        if a["bias"]:
+            b = sd[h + "attn.c_attn.bias"]
+            for i, n in enumerate("qkv"):
+                layer["b" + n].append(b[i * C:(i + 1) * C].reshape(H, hd))
+            layer["bo"].append(sd[h + "attn.c_proj.bias"])
+            for t, m in (("ln1", "ln_1"), ("ln2", "ln_2")):
+                layer[t + "_b"].append(sd[h + m + ".bias"])
+            layer["bfc"].append(sd[h + "mlp.c_fc.bias"])
+            layer["bmp"].append(sd[h + "mlp.c_proj.bias"])
     p = {name: torch.stack(v) for name, v in layer.items()}
-    p.update(wte=sd["transformer.wte.weight"], wpe=sd["transformer.wpe.weight"], lnf_g=sd["transformer.ln_f.weight"],
-             lnf_b=sd["transformer.ln_f.bias"])
+    p.update(wte=sd["transformer.wte.weight"], wpe=sd["transformer.wpe.weight"], lnf_g=sd["transformer.ln_f.weight"])
+    if a["bias"]:
+        p["lnf_b"] = sd["transformer.ln_f.bias"]
     return {k: v.detach().to(torch.float64) for k, v in p.items()}
 
 
 def write(cur, p):
     """UPDATE every row of every table from p; each table must have exactly one row per key."""
     for name, keys in KEYS.items():
+        if name not in p:  # (a bias of a model without them)
+            continue
         a = p[name]
         idx = torch.nonzero(torch.ones_like(a, dtype=torch.bool)).tolist()
         cols = [[i[d] + (1 if k == "l" else 0) for i in idx] for d, k in enumerate(keys)]
@@ -223,10 +253,10 @@ def import_(conn, path):
         _, a, vocab = read(cur)
         if ck["vocab"] != vocab:
             raise SystemExit("the checkpoint's vocabulary is not gpt.vocab: load the same text first")
-        for k in ("n_layer", "n_head", "n_embd", "block_size"):
+        for k in ("n_layer", "n_head", "n_embd", "block_size", "bias"):
             if ck["model_args"][k] != a[k]:
                 raise SystemExit(f"the checkpoint has {k} = {ck['model_args'][k]}, the tables {a[k]}: "
-                                 "gpt.setup with the checkpoint's sizes first")
+                                 "gpt.setup with the checkpoint's sizes (and bias) first")
         write(cur, tables(ck["model"], a))
     conn.commit()
 

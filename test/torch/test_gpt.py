@@ -4,8 +4,9 @@ written out with torch.nn.functional), fed the same initial tables and the
 same batches: after each of 5 AdamW steps as nanoGPT configures it (decay
 on matrices and embeddings, none on LayerNorm gains and biases, betas 0.9 /
 0.99, clipping at 1.0, warmup + cosine schedule), the loss, every parameter
-table and both moments must agree to 1e-9 relative. At 1 and 2 layers;
-clipping must be active in at least one step. Then sampling (gpt.next_probs,
+table and both moments must agree to 1e-9 relative. At 1 and 2 layers, and
+without biases (gpt.setup's bias => false, nanoGPT's bias=False); clipping
+must be active in at least one step. Then sampling (gpt.next_probs,
 gpt.sample) against the twin's forward with the trained weights. Then
 examples/gpt/to_torch.py: the exported nanoGPT module's logits against the
 SQL forward's (1e-12), weights trained in PyTorch imported back give
@@ -39,6 +40,18 @@ SHAPES = {
     "bmp": ["l", "e"],
 }
 NO_DECAY = {"ln1_g", "ln1_b", "ln2_g", "ln2_b", "lnf_g", "lnf_b", "bq", "bk", "bv", "bo", "bfc", "bmp"}
+BIASES = {"ln1_b", "ln2_b", "lnf_b", "bq", "bk", "bv", "bo", "bfc", "bmp"}
+
+
+def shapes():
+    """SHAPES, less the biases where the model (gpt.config) has none."""
+    bias = psql("SELECT bias FROM gpt.config")[0][0] == "t"
+    return {n: k for n, k in SHAPES.items() if bias or n not in BIASES}
+
+
+def b_(p, name, *index):
+    """A bias of the twin's parameters p, 0 where the model has none."""
+    return p[name][index] if name in p else 0.0
 
 
 def psql(sql, db=DB):
@@ -75,7 +88,7 @@ def moments(name, run):
 
 
 def layer_norm(x, g, b):
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5)
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), g, None if isinstance(b, float) else b, eps=1e-5)
 
 
 def forward(p, tok, tgt, L, H):
@@ -91,17 +104,17 @@ def logits_of(p, tok, L):
     x = p["wte"][tok] + p["wpe"][:T]
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
     for l in range(L):
-        h = layer_norm(x, p["ln1_g"][l], p["ln1_b"][l])
-        q, k, v = (torch.einsum("bte,ehd->bhtd", h, p[w][l]) + p[b][l][None, :, None, :]
+        h = layer_norm(x, p["ln1_g"][l], b_(p, "ln1_b", l))
+        q, k, v = (torch.einsum("bte,ehd->bhtd", h, p[w][l]) + (p[b][l][None, :, None, :] if b in p else 0.0)
                    for w, b in (("wq", "bq"), ("wk", "bk"), ("wv", "bv")))
         att = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
         att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
         y = att @ v
-        x = x + torch.einsum("bhtd,hde->bte", y, p["wo"][l]) + p["bo"][l]
-        h = layer_norm(x, p["ln2_g"][l], p["ln2_b"][l])
-        f = torch.nn.functional.gelu(h @ p["wfc"][l] + p["bfc"][l], approximate="tanh")
-        x = x + f @ p["wmp"][l] + p["bmp"][l]
-    x = layer_norm(x, p["lnf_g"], p["lnf_b"])
+        x = x + torch.einsum("bhtd,hde->bte", y, p["wo"][l]) + b_(p, "bo", l)
+        h = layer_norm(x, p["ln2_g"][l], b_(p, "ln2_b", l))
+        f = torch.nn.functional.gelu(h @ p["wfc"][l] + b_(p, "bfc", l), approximate="tanh")
+        x = x + f @ p["wmp"][l] + b_(p, "bmp", l)
+    x = layer_norm(x, p["lnf_g"], b_(p, "lnf_b"))
     return x @ p["wte"].T
 
 
@@ -113,14 +126,16 @@ def get_lr(it, warmup, decay, max_lr, min_lr):  # nanoGPT
     return min_lr + 0.5 * (1 + math.cos(math.pi * (it - warmup) / (decay - warmup))) * (max_lr - min_lr)
 
 
-def twin(L, H, C, T, B, steps=5):
-    name = f"GPT {L} layer{'s' if L > 1 else ''}, {H} heads, {C} channels, context {T}, batch {B}"
-    run = f"twin {L}"
-    psql(f"SELECT gpt.setup({L}, {H}, {C}, {T}, {B}, steps => {steps});"
+def twin(L, H, C, T, B, steps=5, bias=True):
+    name = (f"GPT {L} layer{'s' if L > 1 else ''}, {H} heads, {C} channels, context {T}, batch {B}"
+            f"{'' if bias else ', no biases'}")
+    run = f"twin {L} {bias}"
+    psql(f"SELECT gpt.setup({L}, {H}, {C}, {T}, {B}, steps => {steps}, bias => {bias});"
          f"SELECT ddx_schedule_warmup_cosine('gpt_sched', 2, {steps}, 3e-3, 3e-4, {steps});")
-    p = {n: torch.tensor(weights(n), requires_grad=True) for n in SHAPES}
-    decay = [p[n] for n in SHAPES if n not in NO_DECAY]
-    no_decay = [p[n] for n in SHAPES if n in NO_DECAY]
+    tabs = shapes()
+    p = {n: torch.tensor(weights(n), requires_grad=True) for n in tabs}
+    decay = [p[n] for n in tabs if n not in NO_DECAY]
+    no_decay = [p[n] for n in tabs if n in NO_DECAY]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=3e-3, betas=(0.9, 0.99), eps=1e-8)
     worst, clipped = 0.0, 0
@@ -144,7 +159,7 @@ def twin(L, H, C, T, B, steps=5):
         assert int(got[0]) == it + 1, got
         worst = max(worst, abs(float(got[1]) - loss.item()) / abs(loss.item()),
                     abs(float(got[2]) - norm.item()) / norm.item())
-        for n in SHAPES:
+        for n in tabs:
             st = opt.state[p[n]]
             m, v = moments(n, run)
             if n == "bk":
@@ -167,7 +182,7 @@ def twin(L, H, C, T, B, steps=5):
     ok = worst <= TOL and clipped > 0
     results.append(ok)
     print(f"{'ok' if ok else 'FAILED'}  {name}: {steps} AdamW steps, loss {float(got[1]):.4f}, "
-          f"max relative error {worst:.1e} (loss, norm, {len(SHAPES)} tables, both moments), clipped in {clipped}")
+          f"max relative error {worst:.1e} (loss, norm, {len(tabs)} tables, both moments), clipped in {clipped}")
 
 
 def sampling(L, bs):
@@ -177,7 +192,7 @@ def sampling(L, bs):
     at temperature 0.8 (1e-12 relative), a greedy continuation, and one
     sampled at temperature 0.8 from the same draws (PostgreSQL's random()
     after setseed, read back) by the inverse CDF, character for character."""
-    p = {n: torch.tensor(weights(n)) for n in SHAPES}
+    p = {n: torch.tensor(weights(n)) for n in shapes()}
     vocab = {int(v): ch for v, ch in psql("SELECT v, ch FROM gpt.vocab")}
     ids = {ch: v for v, ch in vocab.items()}
     prompt = "The "
@@ -213,7 +228,7 @@ def sampling(L, bs):
           f"the twin's; sampled from the same draws {'=' if ok_s else '!='} the twin's ({sampled!r})")
 
 
-def to_torch_roundtrip(L, T, B):
+def to_torch_roundtrip(L, T, B, bias=True):
     """examples/gpt/to_torch.py: the exported module's logits are the SQL
     forward's; weights trained in PyTorch from it, imported, give PyTorch's
     loss in SQL; a second export is bit for bit the module's state."""
@@ -257,9 +272,13 @@ def to_torch_roundtrip(L, T, B):
     conn.close()
     os.unlink(path)
     os.unlink(path + "2")
-    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same
+    # without biases: the module has none, and the checkpoint says so
+    nobias = not bias and model.args["bias"] is False and not any(k.endswith(".bias") for k in model.state_dict())
+    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same and (bias or nobias)
     results.append(ok)
-    print(f"{'ok' if ok else 'FAILED'}  to PyTorch and back, {L} layer{'s' if L > 1 else ''}: logits of the exported "
+    print(f"{'ok' if ok else 'FAILED'}  to PyTorch and back, {L} layer{'s' if L > 1 else ''}"
+          f"{'' if bias else ', no biases (model_args bias False, no bias in the state dict: ' + str(nobias) + ')'}: "
+          f"logits of the exported "
           f"module {e_logits:.1e} relative to SQL's; trained in PyTorch and imported, SQL's loss {e_loss:.1e} relative "
           f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}")
 
@@ -301,11 +320,11 @@ def main():
                            capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(r.stderr[-2000:])
-    for cfg in ((1, 2, 16, 8, 2), (2, 2, 8, 8, 2)):
+    for cfg, bias in (((1, 2, 16, 8, 2), True), ((2, 2, 8, 8, 2), True), ((2, 2, 8, 8, 2), False)):
         try:
-            twin(*cfg)
+            twin(*cfg, bias=bias)
             sampling(cfg[0], cfg[3])
-            to_torch_roundtrip(cfg[0], cfg[3], cfg[4])
+            to_torch_roundtrip(cfg[0], cfg[3], cfg[4], bias)
         except (Exception, SystemExit) as e:  # a failure of one size is reported, the other still runs
             results.append(False)
             print(f"FAILED  GPT {cfg}: {e}")
