@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
 
-    bench/gpt.py [repeats] [--small] [--drift STEPS] [--node STEPS] [--retain ROUNDS]
+    bench/gpt.py [repeats] [--small] [--no-bias] [--drift STEPS] [--node STEPS] [--retain ROUNDS]
 
 For each size (the reference demo's: 1 layer, 2 heads, 16 channels,
 context 16, batch 4; and 2 layers, 4 heads, 64 channels, context 32,
@@ -17,7 +17,8 @@ batch 8), in one session, medians of `repeats` interleaved runs (ms):
   memory     the backend's peak resident memory after the steps (VmHWM) and
              the temporary-file bytes of one step
   torch      PyTorch float64, one thread: forward + backward + AdamW step
-With --drift N: an N-step ddx_train run at the first size, the median step
+With --no-bias: the model without biases (gpt.setup's bias => false, and
+PyTorch's the same). With --drift N: an N-step ddx_train run at the first size, the median step
 time of its first and last 100 steps.
 With --node N (alone): at the first size, the step with the contraction node on and
 off side by side: two sessions (ddx.contraction = all, off), each its own
@@ -48,6 +49,7 @@ DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv el
 NODE = int(sys.argv[sys.argv.index("--node") + 1]) if "--node" in sys.argv else 0
 RETAIN = int(sys.argv[sys.argv.index("--retain") + 1]) if "--retain" in sys.argv else 0
 SMALL = "--small" in sys.argv  # the first size only
+BIAS = "--no-bias" not in sys.argv
 SIZES = [(1, 2, 16, 16, 4), (2, 4, 64, 32, 8)]  # the second with half the repeats: ~3 min each
 STEP_SQL = ("SELECT * FROM ddx_adamw_step(gpt.loss_sql(), gpt.params(), %s, beta2 => 0.99, weight_decay => 0.1, "
             "no_decay => gpt.no_decay(), max_grad_norm => 1.0, state_name => 'bench')")
@@ -63,7 +65,7 @@ def ms(cur, sql, args=None):
 
 def setup(conn, size, steps):
     cur = conn.cursor()
-    cur.execute("SELECT gpt.setup(%s, %s, %s, %s, %s, steps => %s)", size + (steps,))
+    cur.execute("SELECT gpt.setup(%s, %s, %s, %s, %s, steps => %s, bias => %s)", size + (steps, BIAS))
     cur.execute("SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = 'bench'")
     cur.execute("VACUUM ANALYZE")
 
@@ -136,7 +138,8 @@ def torch_step(size):
               "wv": (L, C, H, C // H), "bq": (L, H, C // H), "bk": (L, H, C // H), "bv": (L, H, C // H),
               "wo": (L, H, C // H, C), "bo": (L, C), "wfc": (L, C, 4 * C), "bfc": (L, 4 * C), "wmp": (L, 4 * C, C),
               "bmp": (L, C)}
-    p = {n: (0.02 * torch.randn(s, generator=g)).requires_grad_() for n, s in shapes.items()}
+    p = {n: (0.02 * torch.randn(s, generator=g)).requires_grad_() for n, s in shapes.items()
+         if BIAS or n not in tg.BIASES}
     opt = torch.optim.AdamW(list(p.values()), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
     tok = torch.randint(0, nv, (B, T), generator=g)
     tgt = torch.randint(0, nv, (B, T), generator=g)

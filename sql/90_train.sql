@@ -11,7 +11,8 @@
 -- step is logged in _ddx.train_log (loss before the step from the step's own
 -- pass, gradient norm, learning rate), with a NOTICE of progress (elapsed
 -- time, steps per second, ETA) at its first and last step and every
--- log_every steps.
+-- log_every steps (log_every 0: none, for a caller that reports progress
+-- its own way).
 --   One session trains a run at a time: the run is locked for the session
 --   until the CALL ends (a second CALL or step on it is refused, 55P03).
 --   A loss or gradient norm that is not finite stops the run with an error
@@ -52,7 +53,7 @@ BEGIN
       HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
   END IF;
   PERFORM _ddx.check_count('steps', steps, 0);
-  PERFORM _ddx.check_count('log_every', log_every, 1);
+  PERFORM _ddx.check_count('log_every', log_every, 0);
   IF schedule IS NULL THEN
     RAISE EXCEPTION 'the schedule must not be NULL' USING ERRCODE = '22004',
       HINT = 'Make one with ddx_schedule_constant, ddx_schedule_warmup_cosine, ...';
@@ -126,7 +127,7 @@ BEGIN
                                             no_decay, max_grad_norm, coalesce(momentum, 0), coalesce(dampening, 0),
                                             coalesce(nesterov, false), run_name);
     done := r.step;
-    IF done % log_every = 0 OR done = first + 1 OR done = steps THEN
+    IF log_every > 0 AND (done % log_every = 0 OR done = first + 1 OR done = steps) THEN
       secs := extract(epoch FROM clock_timestamp() - started);
       RAISE NOTICE 'training run "%": step %/% loss % grad norm % lr % (% steps/s, elapsed %, ETA %)', run_name,
                    done, steps, _ddx.g4(r.loss), _ddx.g4(r.grad_norm), _ddx.g4(lr),

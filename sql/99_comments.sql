@@ -22,7 +22,7 @@ COMMENT ON FUNCTION ddx_sgd_step(text, text[], float8, float8, float8, float8, b
   'ddx_sgd_step(loss_sql, params, lr, ...): one torch.optim.SGD step (momentum, dampening, Nesterov, weight decay) of a training run, in the caller''s transaction';
 COMMENT ON PROCEDURE ddx_train(text, text[], int, regclass, text, float8, text[], float8, float8, text, int, float8, float8,
                                float8, float8, boolean) IS
-  'CALL ddx_train(loss_sql, params, steps, schedule, ...): trains a run until it has taken steps, committing each step (resumable), with progress NOTICEs every log_every steps';
+  'CALL ddx_train(loss_sql, params, steps, schedule, ...): trains a run until it has taken steps, committing each step (resumable), with progress NOTICEs every log_every steps (0: none)';
 COMMENT ON FUNCTION ddx_schedule_constant(text, float8, int) IS
   'ddx_schedule_constant(name, lr, steps): a learning-rate schedule table (step, lr) of steps rows, all lr';
 COMMENT ON FUNCTION ddx_schedule_step(text, float8, int, float8, int) IS

@@ -449,12 +449,8 @@ END $$;
 -- what is left; a sample at temperature 0.8 before the first step, half-way
 -- and at the end. Resumable: a run that has taken some steps continues (its
 -- steps commit as ddx_train's do). The validation losses go to gpt.val_log.
--- ddx_train's own progress lines would repeat these: client_min_messages
--- is raised to warning around each chunk. A procedure that commits can
--- restore nothing when it is interrupted, so the value to restore is kept
--- in the setting gpt.messages_before until it is: an interrupted call
--- leaves the session at warning, and the next call of gpt.train (or RESET
--- client_min_messages) puts it back.
+-- ddx_train's own progress lines would repeat these: it runs with
+-- log_every 0 (none).
 CREATE OR REPLACE PROCEDURE gpt.train(steps int, eval_every int, run text, schedule regclass,
                                       sample_prompt text DEFAULT 'The ')
 LANGUAGE plpgsql AS $$
@@ -466,16 +462,10 @@ DECLARE
   v float8;
   tr float8;
   el float8;
-  msgs text;
 BEGIN
   IF eval_every IS NULL OR eval_every < 1 OR steps IS NULL OR steps < 1 THEN
     RAISE EXCEPTION 'steps and eval_every must be at least 1' USING ERRCODE = '22023';
   END IF;
-  IF coalesce(current_setting('gpt.messages_before', true), '') <> '' THEN  -- a call interrupted
-    PERFORM set_config('client_min_messages', current_setting('gpt.messages_before'), false);
-    PERFORM set_config('gpt.messages_before', '', false);
-  END IF;
-  msgs := current_setting('client_min_messages');
   IF done >= steps THEN
     RAISE NOTICE 'training run "%" has taken % steps already: nothing to do', run, done
       USING HINT = format('SELECT ddx_run_drop(%L) starts it again (after gpt.setup, its state is of other '
@@ -491,12 +481,8 @@ BEGIN
   END IF;
   WHILE done < steps LOOP
     target := least(steps, (done / eval_every + 1) * eval_every);
-    PERFORM set_config('gpt.messages_before', msgs, false);
-    PERFORM set_config('client_min_messages', 'warning', false);
     CALL ddx_train(gpt.loss_sql(), gpt.params(), target, schedule, weight_decay => 0.1, no_decay => gpt.no_decay(),
-                   max_grad_norm => 1.0, beta2 => 0.99, state_name => run, log_every => 1000000000);
-    PERFORM set_config('client_min_messages', msgs, false);
-    PERFORM set_config('gpt.messages_before', '', false);
+                   max_grad_norm => 1.0, beta2 => 0.99, state_name => run, log_every => 0);
     v := gpt.val_loss();
     tr := (SELECT avg(loss) FROM ddx_train_log l WHERE l.run = train.run AND l.step > done AND l.step <= target);
     INSERT INTO gpt.val_log VALUES (run, target, v, tr, clock_timestamp())

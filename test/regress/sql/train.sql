@@ -45,6 +45,14 @@ SELECT f, round(val::numeric, 6) AS weight FROM w ORDER BY f;
 SET client_min_messages = notice;
 CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 100, 'c', optimizer => 'sgd');
 SET client_min_messages = warning;
+-- log_every 0: no progress NOTICE at all (first, last or any step), the
+-- steps taken and logged all the same
+SET client_min_messages = notice;
+CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f GROUP BY x.s)
+                 SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$,
+               ARRAY['w.val'], 3, 'c', optimizer => 'sgd', state_name => 'quiet', log_every => 0);
+SET client_min_messages = warning;
+SELECT count(*) AS logged, min(step), max(step) FROM ddx_train_log WHERE run = 'quiet';
 -- the state table leaves room on each page, so that its per-step UPDATE is HOT
 SELECT c.reloptions FROM _ddx.state_table s JOIN pg_class c ON c.oid = s.state WHERE s.param = 'w'::regclass;
 -- a schedule is a table of ddx's: a user's table of the same name is left alone
@@ -58,5 +66,5 @@ SELECT * FROM c ORDER BY step;
 -- errors
 CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', optimizer => 'lbfgs');
 \echo :LAST_ERROR_SQLSTATE
-CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', log_every => 0);
+CALL ddx_train('SELECT 1.0::float8', ARRAY['w.val'], 1, 'c', log_every => -1);
 \echo :LAST_ERROR_SQLSTATE
