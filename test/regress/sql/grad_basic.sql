@@ -97,6 +97,9 @@ SET ddx.retain_memory = 0;
 WITH loss AS (SELECT sum(w.val * w.val * w.val) AS l FROM w) SELECT f, abs(grad('loss', w.val) - 3 * w.val * w.val) <= 1e-15 * abs(3 * w.val * w.val) AS ok FROM w ORDER BY f;
 SET ddx.retain_memory = '64MB';
 WITH loss AS (SELECT sum(w.val * w.val * w.val) AS l FROM w) SELECT f, abs(grad('loss', w.val) - 3 * w.val * w.val) <= 1e-15 * abs(3 * w.val * w.val) AS ok FROM w ORDER BY f;
+-- (the SQLSTATE alone: PostgreSQL 17 writes the range with its units)
+\set VERBOSITY sqlstate
 SET ddx.retain_memory = '2GB';
 SET ddx.retain_memory = -1;
+\set VERBOSITY terse
 RESET ddx.retain_memory;
