@@ -15,7 +15,7 @@ forward statement and the gradient statement added.
 Workloads: the matmul, the 2-layer MLP (its tables without keys, as
 bench.py has them, and again with primary keys, as a user who trains with
 ddx_adamw_step has them, and with keys but without the hidden layer's
-bias) and causal attention of bench.py.
+bias, and LLaMA's SwiGLU MLP on an RMSNorm) and causal attention of bench.py.
 """
 import os
 import subprocess
@@ -85,6 +85,10 @@ def main():
             "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE b2 ADD PRIMARY KEY (j); ANALYZE;", db=DB)
     row(off, on, "  the same, with primary keys", tm.MLP_SQL, ["w1", "b1", "w2", "b2"])
     row(off, on, "  the same, no hidden bias", tm.MLP_NO_BIAS_SQL, ["w1", "w2", "b2"])
+    W3 = np.random.default_rng(12).normal(size=W1.shape) / 4
+    tm.psql(tm.matrix("w3", W3) + tm.vector("g1", 1 + 0.1 * np.random.default_rng(13).normal(size=16)) +
+            "ALTER TABLE w3 ADD PRIMARY KEY (i, j); ALTER TABLE g1 ADD PRIMARY KEY (j); ANALYZE;", db=DB)
+    row(off, on, "  SwiGLU on an RMSNorm, 16 -> 32 -> 4", tm.SWIGLU_SQL, ["w1", "w3", "w2", "g1"])
 
     T, d = 256, 16
     X, G, Wq, Wk, Wv = tm.attention_data(T, d, 5)

@@ -123,16 +123,18 @@ std::vector<std::pair<std::string, std::string>> Named(const std::vector<std::st
 // SETS would also hash a set of as many groups as rows: attention's softmax
 // backward, 33k rows into 33k groups beside 256 for z, which slowed the
 // whole program; measured: bench/RESULTS.md, 'Figures from code
-// comments'). The `carrier`'s rows (the only root's) are the source's one to
-// one, so its saved columns are carried as OneLeaf carries them (Carries):
-// the MLP's hidden layer tanh(hp.z + b1.val) gave hp's cotangent, whose
-// transpose then joined hp's 131k saved rows on rid again.
+// comments'). The `carriers`' rows are the source's one to one, so their
+// saved columns are carried as OneLeaf carries them (Carries): the MLP's
+// hidden layer tanh(hp.z + b1.val) gave hp's cotangent, whose transpose
+// then joined hp's 131k saved rows on rid again.
 void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, const Refs &reads,
               const PerLeaf &per_leaf, const LeafRid &leaf_rid, const std::string &shared_name,
-              const std::set<int> &once, int carrier, const Resolver &value, const LeafKeys &leaf_keys) {
+              const std::set<int> &once, const std::set<int> &carriers, const Resolver &value,
+              const LeafKeys &leaf_keys) {
   std::vector<std::string> cols, again;
   std::map<std::string, std::string> first;  // a sum's SQL -> the column that has it
-  std::vector<std::string> carried = carrier >= 0 ? CarriedCols(reg, carrier, value) : std::vector<std::string>{};
+  std::map<int, std::vector<std::string>> carried;  // carrier -> its saved columns (CarriedCols)
+  for (int k : carriers) carried[k] = CarriedCols(reg, k, value);
   for (const auto &[k, terms_k] : per_leaf) {
     cols.push_back(leaf_rid(k) + " AS r" + std::to_string(k));
     for (const auto &kv : Named(KeysOf(p, reg, k, leaf_keys), "rk" + std::to_string(k) + "_"))
@@ -142,8 +144,9 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
       (fresh ? cols : again).push_back((fresh ? sum : "q." + at->second) + " AS " + T(k, col));
     }
   }
-  for (size_t j = 0; j < carried.size(); j++)
-    cols.push_back(carried[j] + " AS x" + std::to_string(carrier) + "_" + C(static_cast<int>(j)));
+  for (const auto &[k, cc] : carried)
+    for (size_t j = 0; j < cc.size(); j++)
+      cols.push_back(cc[j] + " AS x" + std::to_string(k) + "_" + C(static_cast<int>(j)));
   // Leaves of one sum get the same adjoint (x + b: the GPT's GELU over
   // fc + bfc wrote its derivative's five terms once for each, and
   // LayerNorm's statistics ten times), and PostgreSQL computes it as often
@@ -168,12 +171,13 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
       sel.push_back((single ? T(k, col) : "sum(" + T(k, col) + ")") + " AS " + D(col));
       cs.insert(col);
     }
-    for (size_t j = 0; k == carrier && j < carried.size(); j++)
+    size_t nc = carried.count(k) ? carried.at(k).size() : 0;
+    for (size_t j = 0; j < nc; j++)
       sel.push_back("x" + std::to_string(k) + "_" + C(static_cast<int>(j)) + " AS " + C(static_cast<int>(j)));
     p.Contribute(reg.leaves[k],
                  "SELECT " + Join(sel, ", ") + " FROM " + shared_name + " WHERE " + rk + " IS NOT NULL" +
                      (single ? "" : " GROUP BY " + Join(by, ", ")),
-                 {shared_name}, cs, k == carrier && !carried.empty(), !keys.empty());
+                 {shared_name}, cs, nc > 0, !keys.empty());
   }
 }
 
@@ -396,8 +400,20 @@ void Pass::ContributeToLeaves(Steps &s, const Region &reg, const std::string &so
   if (own && deferred.empty())
     for (int l : OnceLeaves(reg, to)) once.insert(l - kLeafSide);
   if (carrier >= 0) carrier -= kLeafSide;
-  if (!once.empty() && per_leaf.size() > 1 && deferred.empty())
-    return OnlyRoot(*this, s, reg, source, reads, per_leaf, leaf_rid, shared_name, once, carrier, value, leaf_keys);
+  if (!once.empty() && per_leaf.size() > 1 && deferred.empty()) {
+    // The carriers: the only root, and over the region's own rows every
+    // leaf in at most one of them whose saved columns the source has (a
+    // join one to one on all keys, SwiGLU's silu(a) * b: b the root, and a
+    // in one row each too). Without a's, both of its transposes (the
+    // weight's and the input's) joined its 131k saved rows with its
+    // cotangent on rid again (bench/RESULTS.md).
+    std::set<int> carriers;
+    if (carrier >= 0) carriers.insert(carrier);
+    if (own)
+      for (int k : once)
+        if (per_leaf.count(k) && !CarriedCols(reg, k, value).empty()) carriers.insert(k);
+    return OnlyRoot(*this, s, reg, source, reads, per_leaf, leaf_rid, shared_name, once, carriers, value, leaf_keys);
+  }
   if (per_leaf.size() < 2 && deferred.empty())
     return OneLeaf(*this, reg, source, reads, per_leaf, leaf_rid, once, carrier, value, leaf_keys);
   // Several leaves: one pass over the region, summed by each leaf's rid at

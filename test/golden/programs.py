@@ -49,6 +49,10 @@ def programs():
     yield "mlp_keys", program_of(DB, grad_sql(tm.MLP_SQL, ["w1", "b1", "w2", "b2"]))
     # (without the hidden bias: tanh(hp.z), the second contraction's side, saved)
     yield "mlp_no_bias", program_of(DB, grad_sql(tm.MLP_NO_BIAS_SQL, ["w1", "w2", "b2"]))
+    # (LLaMA's MLP: a and b joined one to one, each cotangent carrying its saved columns)
+    psql(tm.matrix("w3", W1) + tm.vector("g1", b1[:4]) + "ALTER TABLE w3 ADD PRIMARY KEY (i, j); "
+         "ALTER TABLE g1 ADD PRIMARY KEY (j);")
+    yield "swiglu", program_of(DB, grad_sql(tm.SWIGLU_SQL, ["w1", "w3", "w2", "g1"]))
     X, G, Wq, Wk, Wv = tm.attention_data(6, 4, 5)
     psql("DROP TABLE x;" + tm.matrix("x", X) + tm.matrix("tg", G) + tm.matrix("wq", Wq) + tm.matrix("wk", Wk) +
          tm.matrix("wv", Wv))

@@ -136,6 +136,24 @@ MLP_SQL = """
 MLP_NO_BIAS_SQL = MLP_SQL.replace("tanh(hp.z + b1.val) AS a FROM hp JOIN b1 ON b1.j = hp.j", "tanh(hp.z) AS a FROM hp")
 
 
+# LLaMA's MLP on an RMSNorm: w2 · (silu(xn · w1) * (xn · w3)), xn = x /
+# sqrt(mean(x²) + eps) * g1; no biases. (silu(a) * b joins a and b one to
+# one on all their keys: each one's cotangent carries its saved columns.)
+SWIGLU_SQL = """
+  ms AS (SELECT x.i AS s, avg(x.val * x.val) AS ms FROM x GROUP BY x.i),
+  xn AS (SELECT x.i AS s, x.j, x.val / sqrt(ms.ms + 1e-6) * g1.val AS v FROM x JOIN ms ON ms.s = x.i
+         JOIN g1 ON g1.j = x.j),
+  a AS (SELECT xn.s, w1.j, sum(xn.v * w1.val) AS z FROM xn JOIN w1 ON xn.j = w1.i GROUP BY xn.s, w1.j),
+  b AS (SELECT xn.s, w3.j, sum(xn.v * w3.val) AS z FROM xn JOIN w3 ON xn.j = w3.i GROUP BY xn.s, w3.j),
+  h AS (SELECT a.s, a.j, a.z / (1 + exp(-a.z)) * b.z AS a FROM a JOIN b ON b.s = a.s AND b.j = a.j),
+  op AS (SELECT h.s, w2.j AS c, sum(h.a * w2.val) AS z FROM h JOIN w2 ON h.j = w2.i GROUP BY h.s, w2.j),
+  m AS (SELECT s, max(z) AS m FROM op GROUP BY s),
+  se AS (SELECT l.s, sum(exp(l.z - m.m)) AS se FROM op l JOIN m ON m.s = l.s GROUP BY l.s),
+  ce AS (SELECT l.s, m.m + ln(se.se) - l.z AS ce FROM op l JOIN m ON m.s = l.s JOIN se ON se.s = l.s
+         JOIN lab ON lab.j = l.s AND lab.val = l.c),
+  loss AS (SELECT avg(ce) AS l FROM ce)"""
+
+
 def mlp_data(n, f, hid, cls, seed):
     r = np.random.default_rng(seed)
     X = r.normal(size=(n, f))
@@ -176,6 +194,26 @@ def mlp():
     shapes = {"w1": ["i", "j"], "w2": ["i", "j"], "b2": ["j"]}
     check("2-layer MLP without the hidden bias", ddx_grads(MLP_NO_BIAS_SQL, shapes), want)
     check("2-layer MLP without the hidden bias, one statement", ddx_grads_together(MLP_NO_BIAS_SQL, shapes), want)
+
+
+def swiglu():
+    X, lab, W1, _, W2, _ = mlp_data(48, 8, 12, 4, 9)
+    W3 = rng.normal(size=W1.shape) / math.sqrt(8)
+    G1 = 1 + 0.1 * rng.normal(size=8)
+    psql(matrix("x", X) + vector("lab", lab) +
+         matrix("w1", W1) + matrix("w3", W3) + matrix("w2", W2) + vector("g1", G1) +
+         "ALTER TABLE x ADD PRIMARY KEY (i, j); ALTER TABLE lab ADD PRIMARY KEY (j); "
+         "ALTER TABLE w1 ADD PRIMARY KEY (i, j); ALTER TABLE w3 ADD PRIMARY KEY (i, j); "
+         "ALTER TABLE w2 ADD PRIMARY KEY (i, j); ALTER TABLE g1 ADD PRIMARY KEY (j);")
+    tw1, tw3, tw2, tg1 = t(W1), t(W3), t(W2), t(G1)
+    x = torch.tensor(X)
+    xn = x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + 1e-6) * tg1
+    a, b = xn @ tw1, xn @ tw3
+    torch.nn.functional.cross_entropy((torch.nn.functional.silu(a) * b) @ tw2, torch.tensor(lab)).backward()
+    want = {"w1": tw1.grad.numpy(), "w3": tw3.grad.numpy(), "w2": tw2.grad.numpy(), "g1": tg1.grad.numpy()}
+    shapes = {"w1": ["i", "j"], "w3": ["i", "j"], "w2": ["i", "j"], "g1": ["j"]}
+    check("SwiGLU MLP on an RMSNorm (LLaMA's)", ddx_grads(SWIGLU_SQL, shapes), want)
+    check("SwiGLU MLP on an RMSNorm, one statement", ddx_grads_together(SWIGLU_SQL, shapes), want)
 
 
 def layer_norm_and_gelu():
@@ -360,7 +398,7 @@ def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     psql("CREATE EXTENSION ddx;")
-    for test in (linear_and_logistic, mlp, layer_norm_and_gelu, embedding, attention, sequence_windows,
+    for test in (linear_and_logistic, mlp, swiglu, layer_norm_and_gelu, embedding, attention, sequence_windows,
                  training_loop):
         try:
             test()

@@ -254,6 +254,12 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
                   FlatName(reg, kLeafSide + static_cast<int>(k), -1));
   for (const auto &[side, col] : used)
     if (col >= 0) sel.push_back(at(side, col) + " AS " + FlatName(reg, side, col));
+  // The leaf columns the rows have, by name; "" for the others (the leaves
+  // whose saved columns a cotangent may carry are found by it: CarriedCols).
+  std::set<std::pair<int, int>> selected = used;
+  Resolver value = [&res, selected](int side, int col) {
+    return col < 0 || selected.count({side, col}) ? res(side, col) : std::string();
+  };
   for (int k = 0; k < r->nkeys; k++) {
     for (const auto &c : p.KeyCols(r, k, p.Sql(reg.item.cols[k], at), "k" + std::to_string(k))) sel.push_back(c);
     CollectCols(reg.item.cols[k], used);
@@ -273,7 +279,7 @@ void AggregateReverse(Pass &p, const Rel &rel, Steps &s) {
   }
   p.ContributeToLeaves(
       s, reg, source, reads, terms, [&reg](int k) { return "r." + reg.Alias(k) + "_rid"; },
-      "m" + std::to_string(p.id.at(r)), deferred, res, {},
+      "m" + std::to_string(p.id.at(r)), deferred, value, {},
       [&](int k) {
         std::vector<std::string> v;
         for (int j : RidKeys(p, reg.leaves[k])) v.push_back(res(kLeafSide + k, j));

@@ -116,8 +116,19 @@ void RegionReverse(Pass &p, const Rel &rel, Steps &s) {
   // expressions read), for a leaf whose cotangent may carry them (Carries).
   std::set<std::pair<int, int>> kept;
   for (const auto &e : reg.item.cols) CollectCols(e, kept);
-  Resolver value = [kept](int side, int col) {
-    return kept.count({side, col}) ? "f." + SavedCol(side, col) : std::string();
+  // (or a column equal to a kept one by an integer key equality of the
+  // region's: SwiGLU's a JOIN b ON b.s = a.s AND b.j = a.j keeps a's keys
+  // alone, and b's are those)
+  std::map<std::pair<int, int>, std::pair<int, int>> same;
+  if (!reg.outer)
+    for (const auto &[x, y] : Equalities(reg.conds))
+      if (x->kind == ExprKind::Col && y->kind == ExprKind::Col && IdentityEq(x->type) && x->type.sql == y->type.sql &&
+          kept.count({y->side, y->col}))
+        same.emplace(std::make_pair(x->side, x->col), std::make_pair(y->side, y->col));
+  Resolver value = [kept, same](int side, int col) {
+    if (kept.count({side, col})) return "f." + SavedCol(side, col);
+    auto it = same.find({side, col});
+    return it == same.end() ? std::string() : "f." + SavedCol(it->second.first, it->second.second);
   };
   p.ContributeToLeaves(
       s, reg, " FROM " + (carried ? lets.Wrap(b) : lets.Wrap(p.F(r)) + " JOIN " + b + " b ON b.rid = f.rid"), {b},
