@@ -132,7 +132,7 @@ void OnlyRoot(Pass &p, Steps &s, const Region &reg, const std::string &source, c
               const std::set<int> &once, const std::set<int> &carriers, const Resolver &value,
               const LeafKeys &leaf_keys) {
   std::vector<std::string> cols, again;
-  std::map<std::string, std::string> first;  // a sum's SQL -> the column that has it
+  std::map<std::string, std::string> first;         // a sum's SQL -> the column that has it
   std::map<int, std::vector<std::string>> carried;  // carrier -> its saved columns (CarriedCols)
   for (int k : carriers) carried[k] = CarriedCols(reg, k, value);
   for (const auto &[k, terms_k] : per_leaf) {

@@ -141,9 +141,9 @@ void Pass::DecideMaterialized() {
 // computes a costly value and receives gradient: a hidden layer without a
 // bias, tanh(x·w1) or the GELU of a bias-free MLP, whose reverse, compiled
 // into the contraction's region, computed the derivative once per joined
-// row: an MLP of 4,096 × 16→32→4 without its hidden bias took 603 ms
-// against 282 with it, a bias-free GPT's GELU pass joined 2M rows against
-// 65k (bench/RESULTS.md).
+// row: an MLP without its hidden bias took twice the time of the same MLP
+// with it, and a bias-free GPT's GELU pass joined 2M rows where the layer
+// has 65k (bench/RESULTS.md).
 //   With the node, reverse mode also saves a side of two leaves or more
 // that receives gradient, costly or not: attention's q = x·Wq + bq. Its
 // leaves' transposes each joined the other leaves (the other side among

@@ -40,7 +40,7 @@ namespace ddx::pg {
 
 extern bool show_sql;        // ddx.show_sql
 extern bool citus_in_place;  // ddx.citus_in_place
-extern int retain_memory;     // ddx.retain_memory (kB)
+extern int retain_memory;    // ddx.retain_memory (kB)
 
 struct GradKey {
   Oid toid;

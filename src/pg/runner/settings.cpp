@@ -8,8 +8,8 @@
 
 namespace ddx::pg {
 
-bool show_sql = false;       // ddx.show_sql
-bool citus_in_place = true;  // ddx.citus_in_place
+bool show_sql = false;           // ddx.show_sql
+bool citus_in_place = true;      // ddx.citus_in_place
 int retain_memory = 256 * 1024;  // ddx.retain_memory, kB
 
 namespace {
@@ -181,8 +181,7 @@ void DefineRunnerSettings() {
                            "Citus cannot, the program reads them gathered on the coordinator. Off: always gathered "
                            "(every program runs so; bench/citus.py measures both).",
                            &citus_in_place, true, PGC_USERSET, 0, NULL, NULL, NULL);
-  DefineCustomIntVariable("ddx.retain_memory",
-                          "Freed memory a backend keeps for its next gradient program.",
+  DefineCustomIntVariable("ddx.retain_memory", "Freed memory a backend keeps for its next gradient program.",
                           "A training step's program allocates its working memory again at every step; a backend "
                           "that has run a program keeps up to this much of it when freed, instead of giving it back "
                           "to the kernel and faulting it in again (bench/RESULTS.md). Never more than the programs "
