@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Which GPT learns to write in how many steps: the model of examples/gpt in PyTorch.
 
-    bench/gpt_sizes.py STEPS L,H,C,T,B,LR [L,H,C,T,B,LR ...]
+    bench/gpt_sizes.py STEPS L,H,C,T,B,LR[,nobias] [L,H,C,T,B,LR[,nobias] ...]
 
 The model is test/torch/test_gpt.py's twin of examples/gpt (float64, one
 thread), initialized as gpt.setup initializes it, trained with AdamW as
@@ -13,7 +13,8 @@ the training part. Every 100 steps the loss on 64 validation windows spread
 over the validation part; printed per configuration: that curve, the first
 step below 2.0 nats a character, and PyTorch's milliseconds a step. What it
 tells: how many steps a configuration needs, to set against the SQL step
-time of the same configuration (`CALL gpt.train` prints it).
+time of the same configuration (`CALL gpt.train` prints it). `nobias`: the
+model without biases (gpt.setup's bias => false).
 """
 import math
 import sys
@@ -52,7 +53,7 @@ def windows(val, T, want_val):
     return starts[nv == (T + 1 if want_val else 0)]
 
 
-def init(L, H, C, T, nv, g):
+def init(L, H, C, T, nv, g, bias=True):
     shapes = {"wte": (nv, C), "wpe": (T, C), "ln1_g": (L, C), "ln1_b": (L, C), "ln2_g": (L, C), "ln2_b": (L, C),
               "lnf_g": (C,), "lnf_b": (C,), "wq": (L, C, H, C // H), "wk": (L, C, H, C // H),
               "wv": (L, C, H, C // H), "bq": (L, H, C // H), "bk": (L, H, C // H), "bv": (L, H, C // H),
@@ -60,6 +61,8 @@ def init(L, H, C, T, nv, g):
               "bmp": (L, C)}
     p = {}
     for n, s in shapes.items():
+        if not bias and n in tg.BIASES:
+            continue
         if n in ("ln1_g", "ln2_g", "lnf_g"):
             t = torch.ones(s)
         elif n in tg.NO_DECAY:
@@ -70,10 +73,10 @@ def init(L, H, C, T, nv, g):
     return p
 
 
-def run(steps, L, H, C, T, B, lr):
+def run(steps, L, H, C, T, B, lr, bias=True):
     data, val, nv = corpus()
     g = torch.Generator().manual_seed(0)
-    p = init(L, H, C, T, nv, g)
+    p = init(L, H, C, T, nv, g, bias)
     opt = torch.optim.AdamW([{"params": [p[n] for n in p if n not in tg.NO_DECAY], "weight_decay": 0.1},
                              {"params": [p[n] for n in p if n in tg.NO_DECAY], "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.99))
@@ -101,15 +104,15 @@ def run(steps, L, H, C, T, B, lr):
             if below is None and v < 2.0:
                 below = it + 1
     ms.sort()
-    print(f"{L},{H},{C},{T},{B} lr {lr:g}: validation " + " ".join(f"{s}:{v:.2f}" for s, v in curve[::2]) +
+    print(f"{L},{H},{C},{T},{B} lr {lr:g}{'' if bias else ' no biases'}: validation " + " ".join(f"{s}:{v:.2f}" for s, v in curve[::2]) +
           f"; below 2.0 at step {below}; PyTorch {ms[len(ms) // 2]:.1f} ms a step", flush=True)
 
 
 def main():
     steps = int(sys.argv[1])
     for cfg in sys.argv[2:]:
-        L, H, C, T, B, lr = cfg.split(",")
-        run(steps, int(L), int(H), int(C), int(T), int(B), float(lr))
+        L, H, C, T, B, lr, *rest = cfg.split(",")
+        run(steps, int(L), int(H), int(C), int(T), int(B), float(lr), rest != ["nobias"])
 
 
 if __name__ == "__main__":
