@@ -133,13 +133,8 @@ def torch_step(size):
     L, H, C, T, B = size
     nv = 76
     g = torch.Generator().manual_seed(0)
-    shapes = {"wte": (nv, C), "wpe": (T, C), "ln1_g": (L, C), "ln1_b": (L, C), "ln2_g": (L, C), "ln2_b": (L, C),
-              "lnf_g": (C,), "lnf_b": (C,), "wq": (L, C, H, C // H), "wk": (L, C, H, C // H),
-              "wv": (L, C, H, C // H), "bq": (L, H, C // H), "bk": (L, H, C // H), "bv": (L, H, C // H),
-              "wo": (L, H, C // H, C), "bo": (L, C), "wfc": (L, C, 4 * C), "bfc": (L, 4 * C), "wmp": (L, 4 * C, C),
-              "bmp": (L, C)}
-    p = {n: (0.02 * torch.randn(s, generator=g)).requires_grad_() for n, s in shapes.items()
-         if BIAS or n not in tg.BIASES}
+    p = {n: (0.02 * torch.randn(s, generator=g)).requires_grad_()
+         for n, s in tg.tensor_shapes(L, H, C, T, nv, BIAS).items()}
     opt = torch.optim.AdamW(list(p.values()), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
     tok = torch.randint(0, nv, (B, T), generator=g)
     tgt = torch.randint(0, nv, (B, T), generator=g)

@@ -54,15 +54,8 @@ def windows(val, T, want_val):
 
 
 def init(L, H, C, T, nv, g, bias=True):
-    shapes = {"wte": (nv, C), "wpe": (T, C), "ln1_g": (L, C), "ln1_b": (L, C), "ln2_g": (L, C), "ln2_b": (L, C),
-              "lnf_g": (C,), "lnf_b": (C,), "wq": (L, C, H, C // H), "wk": (L, C, H, C // H),
-              "wv": (L, C, H, C // H), "bq": (L, H, C // H), "bk": (L, H, C // H), "bv": (L, H, C // H),
-              "wo": (L, H, C // H, C), "bo": (L, C), "wfc": (L, C, 4 * C), "bfc": (L, 4 * C), "wmp": (L, 4 * C, C),
-              "bmp": (L, C)}
     p = {}
-    for n, s in shapes.items():
-        if not bias and n in tg.BIASES:
-            continue
+    for n, s in tg.tensor_shapes(L, H, C, T, nv, bias).items():
         if n in ("ln1_g", "ln2_g", "lnf_g"):
             t = torch.ones(s)
         elif n in tg.NO_DECAY:

@@ -43,6 +43,13 @@ NO_DECAY = {"ln1_g", "ln1_b", "ln2_g", "ln2_b", "lnf_g", "lnf_b", "bq", "bk", "b
 BIASES = {"ln1_b", "ln2_b", "lnf_b", "bq", "bk", "bv", "bo", "bfc", "bmp"}
 
 
+def tensor_shapes(L, H, C, T, nv, bias=True):
+    """Each table's tensor shape (in SHAPES' order of keys) at these sizes, vocabulary nv; no biases
+    where bias is false."""
+    ext = {"l": L, "v": nv, "t": T, "e": C, "h": H, "d": C // H, "k": 4 * C}
+    return {n: tuple(ext[k] for k in keys) for n, keys in SHAPES.items() if bias or n not in BIASES}
+
+
 def shapes():
     """SHAPES, less the biases where the model (gpt.config) has none."""
     bias = psql("SELECT bias FROM gpt.config")[0][0] == "t"
