@@ -10,7 +10,9 @@ must be active in at least one step. Then sampling (gpt.next_probs,
 gpt.sample) against the twin's forward with the trained weights. Then
 examples/gpt/to_torch.py: the exported nanoGPT module's logits against the
 SQL forward's (1e-12), weights trained in PyTorch imported back give
-PyTorch's loss in SQL (1e-12), and a second export is bit for bit. And
+PyTorch's loss in SQL (1e-12), a second export is bit for bit, and a
+checkpoint with biases where the tables have none (or none where they have
+them) is refused, the tables untouched. And
 gpt.load_table: a user's text, its validation part never trained on, a
 context longer than the text refused.
 
@@ -276,18 +278,31 @@ def to_torch_roundtrip(L, T, B, bias=True):
     to_torch.export(conn, path + "2")
     again = torch.load(path + "2")["model"]
     same = all(torch.equal(again[k], v) for k, v in model.state_dict().items())
+    # a checkpoint whose bias is not the tables' is refused, the tables untouched
+    other = dict(model.args, bias=not model.args["bias"])
+    torch.save({"model": to_torch.GPT(other).to(torch.float64).state_dict(), "model_args": other, "vocab": to_torch.load(path)[1]},
+               path)
+    try:
+        to_torch.import_(conn, path)
+        refused = False
+    except SystemExit as e:
+        refused = "bias" in str(e)
+    conn.rollback()
+    to_torch.export(conn, path + "2")
+    refused = refused and all(torch.equal(torch.load(path + "2")["model"][k], v) for k, v in again.items())
     conn.close()
     os.unlink(path)
     os.unlink(path + "2")
     # without biases: the module has none, and the checkpoint says so
     nobias = not bias and model.args["bias"] is False and not any(k.endswith(".bias") for k in model.state_dict())
-    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same and (bias or nobias)
+    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same and (bias or nobias) and refused
     results.append(ok)
     print(f"{'ok' if ok else 'FAILED'}  to PyTorch and back, {L} layer{'s' if L > 1 else ''}"
           f"{'' if bias else ', no biases (model_args bias False, no bias in the state dict: ' + str(nobias) + ')'}: "
           f"logits of the exported "
           f"module {e_logits:.1e} relative to SQL's; trained in PyTorch and imported, SQL's loss {e_loss:.1e} relative "
-          f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}")
+          f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}; a checkpoint "
+          f"with bias={not model.args['bias']} {'refused' if refused else 'NOT refused'}")
 
 
 def own_text():
