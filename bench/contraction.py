@@ -15,7 +15,8 @@ forward statement and the gradient statement added.
 Workloads: the matmul, the 2-layer MLP (its tables without keys, as
 bench.py has them, and again with primary keys, as a user who trains with
 ddx_adamw_step has them, and with keys but without the hidden layer's
-bias, and LLaMA's SwiGLU MLP on an RMSNorm) and causal attention of bench.py.
+bias, and LLaMA's SwiGLU MLP on an RMSNorm), matrix factorization over
+ratings, and causal attention of bench.py.
 """
 import os
 import subprocess
@@ -89,6 +90,16 @@ def main():
     tm.psql(tm.matrix("w3", W3) + tm.vector("g1", 1 + 0.1 * np.random.default_rng(13).normal(size=16)) +
             "ALTER TABLE w3 ADD PRIMARY KEY (i, j); ALTER TABLE g1 ADD PRIMARY KEY (j); ANALYZE;", db=DB)
     row(off, on, "  SwiGLU on an RMSNorm, 16 -> 32 -> 4", tm.SWIGLU_SQL, ["w1", "w3", "w2", "g1"])
+
+    # matrix factorization: ~20k ratings of 1,000 users and 500 items, k = 16
+    rg = np.random.default_rng(14)
+    pairs = np.argwhere(rg.random((1000, 500)) < 0.04)
+    tm.psql(tm.matrix("uu", rg.normal(size=(1000, 16)) / 4) + tm.matrix("vv", rg.normal(size=(500, 16)) / 4) +
+            tm.table("r", [("u", "int"), ("i", "int"), ("val", "float8")],
+                     [(u, i, v) for (u, i), v in zip(pairs, rg.normal(size=len(pairs)))]) +
+            "ALTER TABLE r ADD PRIMARY KEY (u, i); ALTER TABLE uu ADD PRIMARY KEY (i, j); "
+            "ALTER TABLE vv ADD PRIMARY KEY (i, j); ANALYZE;", db=DB)
+    row(off, on, f"matrix factorization, {len(pairs)} ratings, k 16", tm.MF_SQL, ["uu", "vv"])
 
     T, d = 256, 16
     X, G, Wq, Wk, Wv = tm.attention_data(T, d, 5)

@@ -53,6 +53,12 @@ def programs():
     psql(tm.matrix("w3", W1) + tm.vector("g1", b1[:4]) + "ALTER TABLE w3 ADD PRIMARY KEY (i, j); "
          "ALTER TABLE g1 ADD PRIMARY KEY (j);")
     yield "swiglu", program_of(DB, grad_sql(tm.SWIGLU_SQL, ["w1", "w3", "w2", "g1"]))
+    # (matrix factorization: the ratings r, unique on (u, i), left out of the transposes: KeyLeaves)
+    psql(tm.matrix("uu", r.normal(size=(3, 2))) + tm.matrix("vv", r.normal(size=(4, 2))) +
+         tm.table("r", [("u", "int"), ("i", "int"), ("val", "float8")], [(0, 1, 1.0), (2, 3, -1.0)]) +
+         "ALTER TABLE r ADD PRIMARY KEY (u, i); ALTER TABLE uu ADD PRIMARY KEY (i, j); "
+         "ALTER TABLE vv ADD PRIMARY KEY (i, j);")
+    yield "matrix_factorization", program_of(DB, grad_sql(tm.MF_SQL, ["uu", "vv"]))
     X, G, Wq, Wk, Wv = tm.attention_data(6, 4, 5)
     psql("DROP TABLE x;" + tm.matrix("x", X) + tm.matrix("tg", G) + tm.matrix("wq", Wq) + tm.matrix("wk", Wk) +
          tm.matrix("wv", Wv))

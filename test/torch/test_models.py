@@ -51,12 +51,13 @@ def vector(name, v):
     return table(name, [("j", "int"), ("val", "float8")], [(j, v[j]) for j in range(len(v))])
 
 
-def ddx_grads(ctes, params):
-    """{param: {key tuple: gradient}} from one statement per parameter table."""
+def ddx_grads(ctes, params, settings=""):
+    """{param: {key tuple: gradient}} from one statement per parameter table
+    (after `settings`, SQL such as SET ddx.contraction = off)."""
     out = {}
     for name, keys in params.items():
         k = ", ".join(f"p.{c}" for c in keys)
-        rows = psql(f"WITH {ctes} SELECT {k}, grad('loss', p.val) FROM {name} p;")
+        rows = psql(f"{settings}WITH {ctes} SELECT {k}, grad('loss', p.val) FROM {name} p;")
         out[name] = {tuple(int(x) for x in r[:-1]): float(r[-1]) for r in rows}
     return out
 
@@ -214,6 +215,80 @@ def swiglu():
     shapes = {"w1": ["i", "j"], "w3": ["i", "j"], "w2": ["i", "j"], "g1": ["j"]}
     check("SwiGLU MLP on an RMSNorm (LLaMA's)", ddx_grads(SWIGLU_SQL, shapes), want)
     check("SwiGLU MLP on an RMSNorm, one statement", ddx_grads_together(SWIGLU_SQL, shapes), want)
+
+
+# Matrix factorization over the ratings r (u, i, val): a user's factors
+# uu (i: the user, j: k) times an item's vv (i: the item, j: k), summed over
+# k, for each rating. r only ties the group
+# keys (u, i) to U and V: where it is unique on them, the transposes leave it
+# out (src/core/ops/contraction.cpp, KeyLeaves).
+MF_SQL = """
+  p AS (SELECT r.u, r.i, r.val, sum(uu.val * vv.val) AS p FROM r JOIN uu ON uu.i = r.u
+        JOIN vv ON vv.i = r.i AND vv.j = uu.j GROUP BY r.u, r.i, r.val),
+  loss AS (SELECT sum(power(p - val, 2)) AS l FROM p)"""
+# the same with the rating read again by a join on (u, i)
+MF_JOIN_SQL = """
+  p AS (SELECT r.u, r.i, sum(uu.val * vv.val) AS p FROM r JOIN uu ON uu.i = r.u
+        JOIN vv ON vv.i = r.i AND vv.j = uu.j GROUP BY r.u, r.i),
+  loss AS (SELECT sum(power(p.p - r.val, 2)) AS l FROM p JOIN r ON r.u = p.u AND r.i = p.i)"""
+
+
+def matrix_factorization():
+    nu, ni, k = 9, 7, 3
+    U, V = rng.normal(size=(nu, k)), rng.normal(size=(ni, k))
+    pairs = [(u, i) for u in range(nu) for i in range(ni) if rng.random() < 0.5]
+    vals = rng.normal(size=len(pairs))
+    shapes = {"uu": ["i", "j"], "vv": ["i", "j"]}
+
+    def oracle(ratings, join):
+        """PyTorch over the ratings as SQL groups them: a (u, i) rated m times (same value) has
+        p = m U_u·V_i (MF_SQL: one group; MF_JOIN_SQL: one group, joined again with each rating)."""
+        tU, tV = t(U), t(V)
+        groups = {}
+        for u, i, v in ratings:
+            groups.setdefault((u, i) if join else (u, i, v), []).append(v)
+        loss = 0
+        for key, vs in groups.items():
+            p = len(vs) * (tU[key[0]] * tV[key[1]]).sum()
+            loss = loss + sum((p - v) ** 2 for v in (vs if join else vs[:1]))
+        loss.backward()
+        return {"uu": tU.grad.numpy(), "vv": tV.grad.numpy()}
+
+    ratings = [(u, i, v) for (u, i), v in zip(pairs, vals)]
+    setup = matrix("uu", U) + matrix("vv", V) + \
+        "ALTER TABLE uu ADD PRIMARY KEY (i, j); ALTER TABLE vv ADD PRIMARY KEY (i, j);"
+    rtable = table("r", [("u", "int"), ("i", "int"), ("val", "float8")], ratings)
+    psql(setup + rtable + "ALTER TABLE r ADD PRIMARY KEY (u, i);")
+    mf, mf_join = MF_SQL, MF_JOIN_SQL
+    for label in ("default", "all", "off"):
+        setting = "" if label == "default" else f"SET ddx.contraction = '{label}'; "
+        check(f"matrix factorization (node {label})", ddx_grads(mf, shapes, setting), oracle(ratings, False))
+        check(f"matrix factorization, r joined again (node {label})", ddx_grads(mf_join, shapes, setting),
+              oracle(ratings, True))
+    # Without the primary key, some ratings twice (r is then no tie of the
+    # keys: each group has two of its rows) and one with a NULL user (it
+    # joins nothing).
+    dup = ratings + ratings[:4]
+    psql(table("r", [("u", "int"), ("i", "int"), ("val", "float8")], dup) + "INSERT INTO r VALUES (NULL, 1, 0.5);")
+    check("matrix factorization, repeated ratings", ddx_grads(mf, shapes), oracle(dup, False))
+    check("matrix factorization, repeated ratings, r joined again", ddx_grads(mf_join, shapes), oracle(dup, True))
+    # Grouped by a tag that may be NULL, unique on (u, i, tag): two rows
+    # (u, i, NULL) are one group of two rows, and r no tie of the keys.
+    tagged = [(u, i, v, 1) for u, i, v in ratings] + [(u, i, v, None) for u, i, v in ratings[:3] * 2]
+    psql(table("r", [("u", "int"), ("i", "int"), ("val", "float8")], []) + "ALTER TABLE r ADD tag int; " +
+         "CREATE UNIQUE INDEX ON r (u, i, tag); INSERT INTO r VALUES " +
+         ", ".join(f"({u}, {i}, {v!r}, {'NULL' if g is None else g})" for u, i, v, g in tagged) + ";")
+    tU, tV = t(U), t(V)
+    groups = {}
+    for u, i, v, g in tagged:
+        groups[(u, i, g)] = groups.get((u, i, g), 0) + 1
+    sum(((m * tU[u] * tV[i]).sum()) ** 2 for (u, i, g), m in groups.items()).backward()
+    tag_sql = """
+  p AS (SELECT r.u, r.i, r.tag, sum(uu.val * vv.val) AS p FROM r JOIN uu ON uu.i = r.u
+        JOIN vv ON vv.i = r.i AND vv.j = uu.j GROUP BY r.u, r.i, r.tag),
+  loss AS (SELECT sum(p * p) AS l FROM p)"""
+    check("matrix factorization, a tag that may be NULL", ddx_grads(tag_sql, shapes),
+          {"uu": tU.grad.numpy(), "vv": tV.grad.numpy()})
 
 
 def layer_norm_and_gelu():
@@ -398,7 +473,7 @@ def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     psql("CREATE EXTENSION ddx;")
-    for test in (linear_and_logistic, mlp, swiglu, layer_norm_and_gelu, embedding, attention, sequence_windows,
+    for test in (linear_and_logistic, mlp, swiglu, matrix_factorization, layer_norm_and_gelu, embedding, attention, sequence_windows,
                  training_loop):
         try:
             test()

@@ -45,8 +45,9 @@ bool HoldsPerGroup(const Rel *r, const Region &reg, const ExprP &c) {
 // does not apply.
 class LeafTranspose {
  public:
-  LeafTranspose(const Pass &p, const Rel *r, const Region &reg, std::set<std::pair<int, int>> used, int L)
-      : p_(p), r_(r), reg_(reg), L_(L), ocols_(std::move(used)), lets_(p, "r", Res()) {}
+  LeafTranspose(const Pass &p, const Rel *r, const Region &reg, std::set<std::pair<int, int>> used, int L,
+                std::set<int> dropped)
+      : p_(p), r_(r), reg_(reg), L_(L), dropped_(std::move(dropped)), ocols_(std::move(used)), lets_(p, "r", Res()) {}
 
   // Whether the contribution's rows also have L's saved columns (Carries,
   // SavedRowCols).
@@ -89,6 +90,11 @@ class LeafTranspose {
     keyed_ = r_->nkeys == 0;
     for (int k = 0; k < r_->nkeys; k++) {
       ExprP e = reg_.item.cols[k];
+      // (a key of a leaf left out, read by nothing else: KeyLeaves)
+      std::set<int> ls = LeafSides(e);
+      bool left_out = !ls.empty();
+      for (int x : ls) left_out = left_out && dropped_.count(x);
+      if (left_out) continue;
       bool l, o;
       Reads(e, l, o);
       if (l && o) return false;
@@ -265,9 +271,13 @@ class LeafTranspose {
     }
     std::vector<std::string> qout = gcols_;
     for (int c : cols) qout.push_back("sum(q." + D(c) + ") AS " + D(c));
-    std::string src =
-        lets_.Wrap("(SELECT " + Join(sel_, ", ") + " FROM " + Join(p_.FromsBut(reg_, L_), " CROSS JOIN ") +
-                   (oconds_.empty() ? "" : " WHERE " + Join(oconds_, " AND ")) + p_.Fence() + ")");
+    std::vector<std::string> from;
+    for (size_t k = 0; k < reg_.leaves.size(); k++) {
+      int side = kLeafSide + static_cast<int>(k);
+      if (side != L_ && !dropped_.count(side)) from.push_back(p_.LeafFrom(reg_.leaves[k], reg_.Alias(k)));
+    }
+    std::string src = lets_.Wrap("(SELECT " + Join(sel_, ", ") + " FROM " + Join(from, " CROSS JOIN ") +
+                                 (oconds_.empty() ? "" : " WHERE " + Join(oconds_, " AND ")) + p_.Fence() + ")");
     std::vector<std::string> on = on_;
     on.insert(on.end(), cconds_.begin(), cconds_.end());
     std::string grp = p_.Groups(r_, reads);
@@ -300,6 +310,7 @@ class LeafTranspose {
   const Rel *r_;
   const Region &reg_;
   int L_;
+  std::set<int> dropped_;                // leaves left out of O (KeyLeaves)
   std::set<std::pair<int, int>> ocols_;  // O's columns the sums and links read
   Lets lets_;
   // O's select list (sel), the cotangent's join (on, cconds), the joined
@@ -318,6 +329,121 @@ class LeafTranspose {
   bool reads_l_ = false;              // whether L's terms read a value of L (AdjointReads)
   bool carried_ = false;
 };
+
+// e with the columns of `to`'s keys replaced by its values.
+ExprP Replaced(const ExprP &e, const std::map<std::pair<int, int>, ExprP> &to) {
+  if (e->kind == ExprKind::Col) {
+    auto it = to.find({e->side, e->col});
+    return it == to.end() ? e : it->second;
+  }
+  if (e->args.empty()) return e;
+  auto c = std::make_shared<Expr>(*e);
+  for (auto &a : c->args) a = Replaced(a, to);
+  return c;
+}
+
+// The region of aggregate r's transposes without the leaves that only tie
+// its group keys together (their sides in `dropped`), or false where it has
+// none. A leaf R is such a leaf where every column of it that the region
+// reads (its conditions, group keys, the sums `used`: none of these) is a
+// group key, either of a type whose equality is identity and equated (=)
+// with a column of another leaf that is not left out ("linked"), or read
+// by nothing but its key; and R is unique on its linked columns and those
+// of the others that cannot be NULL (a table's unique index, a saved
+// aggregate's group keys). Then each group has exactly one row of R, whose
+// values are the group's keys: the cotangent, whose rows are the groups,
+// says all R says. R's linked columns become the columns they equal (its
+// equalities, X = X, go: a NULL never equals a group's key, which the
+// cotangent's join tests), and its other keys are joined on nothing
+// (LeafTranspose::Keys). Matrix factorization's pred(u, i) = sum_k U[u,k]
+// V[i,k] over the ratings r (u, i, val): U's transpose joined r with V
+// (313k rows at 20k ratings, k = 16) before joining the cotangent on (u, i,
+// val); without r it is dp(u, i) ⋈ V(i, k) on i, a contraction for the
+// node.
+bool KeyLeaves(const Rel *r, const Region &reg, const std::set<std::pair<int, int>> &used, Region &out,
+               std::set<int> &dropped) {
+  out = reg;
+  for (bool found = true; found;) {
+    found = false;
+    for (size_t k = 0; k < out.leaves.size() && !found; k++) {
+      int s = kLeafSide + static_cast<int>(k);
+      const Rel *leaf = out.leaves[k];
+      if (dropped.count(s) || out.leaves.size() - dropped.size() <= 2) continue;
+      std::set<std::pair<int, int>> read = used;
+      for (const auto &c : out.conds) CollectCols(c, read);
+      bool plain = true;
+      for (int j = 0; j < r->nkeys; j++) {
+        CollectCols(out.item.cols[j], read);
+        plain = plain && !HasSublink(out.item.cols[j]) && !ContainsVolatile(out.item.cols[j]);
+      }
+      if (!plain) break;
+      std::set<int> cols;
+      for (const auto &x : read)
+        if (x.first == s) cols.insert(x.second);
+      if (cols.empty()) continue;
+      std::set<std::pair<int, int>> in_conds;
+      for (const auto &c : out.conds) CollectCols(c, in_conds);
+      std::map<std::pair<int, int>, ExprP> to;
+      auto eqs = Equalities(out.conds);
+      std::set<int> pinned;  // the linked columns, and the others that cannot be NULL
+      bool ok = true;
+      for (int c : cols) {
+        bool key = false;
+        for (int j = 0; j < r->nkeys && !key; j++) {
+          const ExprP &e = out.item.cols[j];
+          key = e->kind == ExprKind::Col && e->side == s && e->col == c;
+        }
+        if (c < 0 || used.count({s, c}) || !key) {
+          ok = false;
+          break;
+        }
+        if (!in_conds.count({s, c})) {  // read by nothing but its key
+          if (leaf->kind == RelKind::Aggregate || (c < static_cast<int>(leaf->notnull.size()) && leaf->notnull[c]))
+            pinned.insert(c);
+          continue;
+        }
+        for (const auto &[a, b] : eqs)
+          if (a->kind == ExprKind::Col && a->side == s && a->col == c && b->kind == ExprKind::Col &&
+              b->side >= kLeafSide && b->side != s && !dropped.count(b->side) && b->col >= 0 &&
+              out.leaves[b->side - kLeafSide]->cols[b->col].sql == leaf->cols[c].sql) {
+            to.emplace(std::make_pair(s, c), b);
+            break;
+          }
+        ok = IdentityEq(leaf->cols[c]) && to.count({s, c}) > 0;
+        if (!ok) break;
+        pinned.insert(c);
+      }
+      if (!ok || to.empty()) continue;
+      std::vector<std::vector<int>> unique =
+          leaf->kind == RelKind::Scan ? leaf->unique : std::vector<std::vector<int>>{};
+      if (leaf->kind == RelKind::Aggregate && leaf->nkeys > 0) {
+        unique.emplace_back();
+        for (int j = 0; j < leaf->nkeys; j++) unique.back().push_back(j);
+      }
+      bool unique_key = false;
+      for (const auto &u : unique) {
+        bool in = !u.empty();
+        for (int j : u) in = in && pinned.count(j);
+        unique_key = unique_key || in;
+      }
+      if (!unique_key) continue;
+      std::vector<ExprP> conds;
+      for (const auto &c : Conjuncts(out.conds)) {
+        ExprP e = Replaced(c, to);
+        bool same = false;
+        for (const auto &[a, b] : Equalities({e}))
+          same =
+              same || (a->kind == ExprKind::Col && b->kind == ExprKind::Col && a->side == b->side && a->col == b->col);
+        if (!same) conds.push_back(e);
+      }
+      out.conds = conds;
+      for (auto &e : out.item.cols) e = Replaced(e, to);
+      dropped.insert(s);
+      found = true;
+    }
+  }
+  return !dropped.empty();
+}
 
 }  // namespace
 
@@ -360,16 +486,24 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
     std::set<int> cols;
     bool carried;
   };
+  // (with the leaves that only tie the group keys together left out where
+  // there are such, else, or where that does not apply, as the region is)
+  Region keyed;
+  std::set<int> dropped;
+  bool without = KeyLeaves(r, reg, used, keyed, dropped);
   std::vector<Out> out;
-  for (int L : active) {
-    Refs reads;
-    std::set<int> cols;
-    LeafTranspose t(p, r, reg, used, L);
-    std::string sql = t.Sql(reads, cols);
-    if (sql.empty()) return false;
-    out.push_back({sql, reads, cols, t.Carried()});
+  for (int pass = without ? 0 : 1; pass < 2 && out.size() < active.size(); pass++) {
+    out.clear();
+    for (int L : active) {
+      Refs reads;
+      std::set<int> cols;
+      LeafTranspose t(p, r, pass == 0 ? keyed : reg, used, L, pass == 0 ? dropped : std::set<int>{});
+      std::string sql = t.Sql(reads, cols);
+      if (sql.empty()) break;
+      out.push_back({sql, reads, cols, t.Carried()});
+    }
   }
-  if (out.empty()) return false;
+  if (out.empty() || out.size() < active.size()) return false;
   size_t i = 0;
   for (int L : active)
     p.Contribute(reg.leaves[L - kLeafSide], out[i].sql, out[i].reads, out[i].cols, out[i].carried), i++;
