@@ -42,8 +42,9 @@ CREATE FUNCTION _ddx.explain_program(program text, in_place text, options text) 
 
 -- ddx_explain: the gradient programs behind a statement, step by step: each
 -- step's name, kind (forward: a saved relation; backward: a cotangent or a
--- shared pass over a region) and SQL; with run_analyze, each step's rows and the
--- time until it was complete (ms, from the start of the program), measured by
+-- shared pass over a region) and SQL; with run_analyze, each step's rows and its
+-- own time (ms: not the time of the steps it reads, so that the steps' times add
+-- up to no more than the program's), measured by
 -- running the program as the runner runs it (with every step stored: a
 -- backward step that one later step reads is otherwise NOT MATERIALIZED,
 -- planned inside its reader). Over Citus tables, Citus plans the program as
@@ -91,7 +92,15 @@ BEGIN
       rows := NULL;
       ms := NULL;
       IF aplan IS NOT NULL THEN
-        SELECT (n ->> 'Actual Rows')::float8, (n ->> 'Actual Total Time')::float8 INTO rows, ms
+        -- the step's own time: its plan's, less what its scans of other
+        -- steps took (which computed those steps, as far as they had not
+        -- been; reading their stored rows is then in neither)
+        SELECT (n ->> 'Actual Rows')::float8,
+               (n ->> 'Actual Total Time')::float8
+                 - coalesce((SELECT sum((s ->> 'Actual Total Time')::float8 * (s ->> 'Actual Loops')::float8)
+                               FROM jsonb_path_query(n, 'strict $.**') s
+                              WHERE jsonb_typeof(s) = 'object' AND s ->> 'Node Type' = 'CTE Scan'), 0)
+          INTO rows, ms
           FROM jsonb_path_query(aplan, 'strict $.**') n
          WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name
          LIMIT 1;

@@ -192,7 +192,15 @@ BEGIN
       rows := NULL;
       ms := NULL;
       IF aplan IS NOT NULL THEN
-        SELECT (n ->> 'Actual Rows')::float8, (n ->> 'Actual Total Time')::float8 INTO rows, ms
+        -- the step's own time: its plan's, less what its scans of other
+        -- steps took (which computed those steps, as far as they had not
+        -- been; reading their stored rows is then in neither)
+        SELECT (n ->> 'Actual Rows')::float8,
+               (n ->> 'Actual Total Time')::float8
+                 - coalesce((SELECT sum((s ->> 'Actual Total Time')::float8 * (s ->> 'Actual Loops')::float8)
+                               FROM jsonb_path_query(n, 'strict $.**') s
+                              WHERE jsonb_typeof(s) = 'object' AND s ->> 'Node Type' = 'CTE Scan'), 0)
+          INTO rows, ms
           FROM jsonb_path_query(aplan, 'strict $.**') n
          WHERE jsonb_typeof(n) = 'object' AND n ->> 'Subplan Name' = 'CTE ' || name
          LIMIT 1;

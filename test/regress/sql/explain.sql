@@ -13,6 +13,23 @@ SELECT program, step, name, kind, rows, ms >= 0 AS timed,
   FROM ddx_explain($$WITH loss AS (SELECT sum(z * z) AS l FROM
                        (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON w.f = x.f GROUP BY x.s) t)
                      SELECT grad('loss', w.val) FROM w$$, true);
+-- each step's time is its own, not the steps' it reads: together no more
+-- than the call (they were nested, the gradient's step counting the whole
+-- program: 199 ms of steps in a call of 74)
+CREATE TABLE xl (s int, f int, val float8);
+INSERT INTO xl SELECT s, f, ((s * 7 + f * 3) % 11) / 8.0 FROM generate_series(1, 20000) s, generate_series(1, 2) f;
+ANALYZE xl;
+DO $$
+DECLARE
+  t0 timestamptz := clock_timestamp();
+  steps float8;
+BEGIN
+  SELECT sum(ms) INTO steps
+    FROM ddx_explain($q$WITH z AS (SELECT xl.s, sum(xl.val * w.val) AS z FROM xl JOIN w ON w.f = xl.f GROUP BY xl.s),
+                          h AS (SELECT s, tanh(z) AS h FROM z), loss AS (SELECT sum(h * h) AS l FROM h)
+                        SELECT grad('loss', w.val) FROM w$q$, true);
+  RAISE NOTICE 'steps within the call: %', steps <= extract(epoch FROM clock_timestamp() - t0) * 1000;
+END $$;
 -- without run_analyze nothing runs; the caller's settings are left as they were
 SELECT count(*) AS steps, count(rows) AS measured FROM ddx_explain($$WITH loss AS (SELECT sum(val) AS l FROM w) SELECT grad('loss', val) FROM w$$);
 SHOW search_path;
