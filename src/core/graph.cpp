@@ -3,6 +3,7 @@
 // SQL is written (see pass.h).
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -85,6 +86,7 @@ void Pass::DecideMaterialized() {
       for (const auto &in : r->inputs) mat.insert(in.get()), cte.insert(in.get());
   }
   SaveContractionSides();
+  SaveSharedRowLocal();
   mat.insert(loss.get());
   cte.insert(loss.get());
   // Forward mode: the tangent relations are read by name, and every scan
@@ -199,6 +201,36 @@ void Pass::SaveContractionSides() {
       if (n >= kSavedLeaves || (tangents && costly(side.get())) || node_saves) mat.insert(side.get());
     }
   }
+}
+
+// A row-local relation of kSavedLeaves leaves or more that two relations or
+// more read is saved: compiled into each reader's region, its leaves were
+// joined again in every one. The GPT's residual stream, x + attn(x) (token
+// and position embeddings, the attention's projection and its bias) and
+// that + mlp(...), is read by its LayerNorm's statistics, the LayerNorm
+// itself and the next sum: at one layer the final LayerNorm's step joined
+// ten leaves, its statistics seven, the second LayerNorm eight and its
+// statistics five, each a 16k-row relation on (b, t, e) at 4 heads, 32
+// wide, T=32, B=16, and the backward's regions joined them again (saved,
+// the gradient 1.10x faster there, 1.25x at 2 layers: bench/RESULTS.md).
+// Relations of fewer leaves (attention's e = exp(s - m), read by its sum
+// and by p) are cheaper to join again than to store and read. Not on
+// Citus in place, where a saved relation of per-sample rows is gathered to
+// the coordinator (RecomputeOnWorkers).
+void Pass::SaveSharedRowLocal() {
+  if (citus_in_place) return;
+  std::map<const Rel *, int> readers;
+  for (Rel *r : order)
+    for (const auto &in : r->inputs) readers[in.get()]++;
+  std::function<int(const Rel *)> leaves = [&](const Rel *x) {
+    if (mat.count(x)) return 1;
+    int n = 0;
+    for (const auto &in : x->inputs) n += leaves(in.get());
+    return n;
+  };
+  // (in order, inputs first: a saved relation is one leaf of its readers)
+  for (Rel *r : order)
+    if (!mat.count(r) && RowLocal(r) && readers[r] >= 2 && leaves(r) >= kSavedLeaves) mat.insert(r);
 }
 
 // In place on Citus, a saved relation of per-sample rows (a prediction

@@ -308,6 +308,7 @@ struct Pass {
   void VisitSublinks(const ExprP &e);
   void DecideMaterialized();
   void SaveContractionSides();
+  void SaveSharedRowLocal();
   void RecomputeOnWorkers();
   void BoundProjectionChains();
 };
