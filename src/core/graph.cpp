@@ -18,7 +18,8 @@ std::vector<bool> ActivityOf(const Pass &p, const Rel *r);  // facts.cpp
 
 namespace {
 
-constexpr int kSavedLeaves = 4;  // see DecideMaterialized
+constexpr int kSavedLeaves = 4;   // see DecideMaterialized
+constexpr int kSharedLeaves = 3;  // see SaveSharedRowLocal
 
 std::vector<ExprP> Exprs(const Rel *r) {
   std::vector<ExprP> exprs;
@@ -203,18 +204,19 @@ void Pass::SaveContractionSides() {
   }
 }
 
-// A row-local relation of kSavedLeaves leaves or more that two relations or
-// more read is saved: compiled into each reader's region, its leaves were
-// joined again in every one. The GPT's residual stream, x + attn(x) (token
+// A row-local relation of kSharedLeaves leaves or more that two relations
+// or more read is saved: compiled into each reader's region, its leaves
+// were joined again in every one. The GPT's residual stream, x + attn(x) (token
 // and position embeddings, the attention's projection and its bias) and
 // that + mlp(...), is read by its LayerNorm's statistics, the LayerNorm
 // itself and the next sum: at one layer the final LayerNorm's step joined
 // ten leaves, its statistics seven, the second LayerNorm eight and its
 // statistics five, each a 16k-row relation on (b, t, e) at 4 heads, 32
 // wide, T=32, B=16, and the backward's regions joined them again (saved,
-// the gradient 1.10x faster there, 1.25x at 2 layers: bench/RESULTS.md).
-// Relations of fewer leaves (attention's e = exp(s - m), read by its sum
-// and by p) are cheaper to join again than to store and read. Not on
+// the gradient 1.10x faster there, 1.25x at 2 layers: bench/RESULTS.md);
+// so did the first residual, the embeddings' sum of three leaves (1.04x
+// more). A relation of two leaves (attention's e = exp(s - m), read by its
+// sum and by p) is one join, cheaper to do again than to store and read. Not on
 // Citus in place, where a saved relation of per-sample rows is gathered to
 // the coordinator (RecomputeOnWorkers).
 void Pass::SaveSharedRowLocal() {
@@ -230,7 +232,7 @@ void Pass::SaveSharedRowLocal() {
   };
   // (in order, inputs first: a saved relation is one leaf of its readers)
   for (Rel *r : order)
-    if (!mat.count(r) && RowLocal(r) && readers[r] >= 2 && leaves(r) >= kSavedLeaves) mat.insert(r);
+    if (!mat.count(r) && RowLocal(r) && readers[r] >= 2 && leaves(r) >= kSharedLeaves) mat.insert(r);
 }
 
 // In place on Citus, a saved relation of per-sample rows (a prediction
