@@ -219,6 +219,22 @@ std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
 // Their terms need no summing by rid: before, each was a grouping set of as
 // many groups as rows in its region's one pass (16k rows per set at the
 // GPT's second size), which took that pass's hash tables past work_mem.
+namespace {
+
+// Whether the leaves `of` determine every other leaf, one after another
+// (see OnceLeaves).
+bool Determines(const Region &reg, const std::set<int> &of, const std::vector<std::pair<ExprP, ExprP>> &eqs) {
+  std::set<int> all = Sides(reg), known = of;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int m : all)
+      if (!known.count(m) && Determined(reg, m, known, eqs)) grew = known.insert(m).second;
+  }
+  return known.size() == all.size();
+}
+
+}  // namespace
+
 std::set<int> OnceLeaves(const Region &reg, const std::set<int> &of) {
   std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
   std::set<int> all = Sides(reg), out;
@@ -258,12 +274,19 @@ std::set<int> BelowSides(const Region &reg, const std::vector<ExprP> &exprs) {
     if (HasSublink(c)) return {};
   std::set<int> all = Sides(reg);
   std::set<int> roots = Roots(reg, all), below;
+  std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
   std::function<void(const ExprP &)> walk = [&](const ExprP &e) {
     if (!e || e->kind == ExprKind::Case || e->kind == ExprKind::Sublink) return;
     if (Movable(e, all)) {
       std::set<int> ls = LeafSides(e);
       bool repeated = false;
       for (int x : roots) repeated = repeated || !ls.count(x);
+      // (not where the leaves it reads determine all the others: each of
+      // their rows is then in one row of the region at most, and the split
+      // would only add its EXISTS, a join of the other leaves: the GPT's
+      // loss, ln of a position's sum of exponentials joined with the batch
+      // and the target's logit, joined the 38,912 logits once more for it)
+      if (repeated && Determines(reg, ls, eqs)) repeated = false;
       if (repeated) {
         below.insert(ls.begin(), ls.end());
         return;
