@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Which GPT learns to write in how many steps: the model of examples/gpt in PyTorch.
 
-    bench/gpt_sizes.py STEPS L,H,C,T,B,LR[,nobias] [L,H,C,T,B,LR[,nobias] ...]
+    bench/gpt_sizes.py STEPS L,H,C,T,B,LR[,nobias][,warmup=N][,decay=N][,minf=F][,seed=N] [...]
 
 The model is test/torch/test_gpt.py's twin of examples/gpt (float64, one
 thread), initialized as gpt.setup initializes it, trained with AdamW as
@@ -14,7 +14,14 @@ over the validation part; printed per configuration: that curve, the first
 step below 2.0 nats a character, and PyTorch's milliseconds a step. What it
 tells: how many steps a configuration needs, to set against the SQL step
 time of the same configuration (`CALL gpt.train` prints it). `nobias`: the
-model without biases (gpt.setup's bias => false).
+model without biases (gpt.setup's bias => false). `warmup`, `decay`, `minf`:
+the schedule's warmup steps (50), the step its cosine ends at (STEPS) and
+its last rate as a fraction of LR (0.1), as ddx_schedule_warmup_cosine's
+warmup_steps, decay_steps and min_lr / max_lr; `seed`: the generator's seed
+(0), for the spread between initializations and batches. The demo's
+(examples/gpt/train.sql):
+
+    bench/gpt_sizes.py 1700 1,2,32,16,8,1e-2,warmup=400,decay=2000,minf=0.02
 """
 import math
 import sys
@@ -66,9 +73,10 @@ def init(L, H, C, T, nv, g, bias=True):
     return p
 
 
-def run(steps, L, H, C, T, B, lr, bias=True):
+def run(steps, L, H, C, T, B, lr, bias=True, warmup=50, decay=None, minf=0.1, seed=0):
+    decay = decay or steps
     data, val, nv = corpus()
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     p = init(L, H, C, T, nv, g, bias)
     opt = torch.optim.AdamW([{"params": [p[n] for n in p if n not in tg.NO_DECAY], "weight_decay": 0.1},
                              {"params": [p[n] for n in p if n in tg.NO_DECAY], "weight_decay": 0.0}],
@@ -80,7 +88,7 @@ def run(steps, L, H, C, T, B, lr, bias=True):
     curve, below, ms = [], None, []
     for it in range(steps):
         for group in opt.param_groups:
-            group["lr"] = tg.get_lr(it, 50, steps, lr, lr / 10)
+            group["lr"] = tg.get_lr(it, warmup, decay, lr, lr * minf)
         s = train_starts[torch.randint(len(train_starts), (B,), generator=g)]
         tok = torch.stack([data[i:i + T] for i in s])
         tgt = torch.stack([data[i + 1:i + T + 1] for i in s])
@@ -97,7 +105,9 @@ def run(steps, L, H, C, T, B, lr, bias=True):
             if below is None and v < 2.0:
                 below = it + 1
     ms.sort()
-    print(f"{L},{H},{C},{T},{B} lr {lr:g}{'' if bias else ' no biases'}: validation " + " ".join(f"{s}:{v:.2f}" for s, v in curve[::2]) +
+    sched = f" warmup {warmup}, cosine to {decay}, to {minf:g} lr, seed {seed}"
+    print(f"{L},{H},{C},{T},{B} lr {lr:g}{'' if bias else ' no biases'}{sched}: validation " +
+          " ".join(f"{s}:{v:.2f}" for s, v in curve[::2]) +
           f"; below 2.0 at step {below}; PyTorch {ms[len(ms) // 2]:.1f} ms a step", flush=True)
 
 
@@ -105,7 +115,10 @@ def main():
     steps = int(sys.argv[1])
     for cfg in sys.argv[2:]:
         L, H, C, T, B, lr, *rest = cfg.split(",")
-        run(steps, int(L), int(H), int(C), int(T), int(B), float(lr), rest != ["nobias"])
+        opts = dict(o.split("=") for o in rest if "=" in o)
+        run(steps, int(L), int(H), int(C), int(T), int(B), float(lr), "nobias" not in rest,
+            warmup=int(opts.get("warmup", 50)), decay=int(opts["decay"]) if "decay" in opts else None,
+            minf=float(opts.get("minf", 0.1)), seed=int(opts.get("seed", 0)))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ either: the best is the denominator), and the statement SELECT jvp(loss, ...)
 (its tangent query, the loss's values included), and one statement with
 H·v of every parameter table (hvp, one gradient program of the jvp query).
 Workloads: the MLP and the
-causal attention of bench.py, and the GPT of examples/gpt at the reference
+causal attention of bench.py, and the GPT of examples/gpt at the first
 demo's size (1 layer, 2 heads, 16 channels, context 16, batch 4).
 """
 import os

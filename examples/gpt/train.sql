@@ -1,15 +1,19 @@
 -- The demo: a small GPT trained on the text of the GPL, in SQL.
 -- The model, nanoGPT's, at the size below; AdamW as nanoGPT configures it
 -- (decay on matrices and embeddings only, betas 0.9 / 0.99, clipping at
--- 1.0, warmup then cosine decay); a tenth of the text, in ten stretches,
--- kept for validation and never trained on. Every :eval_every steps a line
--- with the training and the validation loss; samples before, half-way and
--- after. psql -v steps=N changes the length. The curves go to :curve (step,
+-- 1.0), the learning rate warmed up over 400 steps to 1e-2, then a cosine
+-- decay; a tenth of the text, in ten stretches, kept for validation and
+-- never trained on. Every :eval_every steps a line with the training and
+-- the validation loss; samples before, half-way and after. The size and
+-- schedule are the cheapest in SQL time that bench/gpt_sizes.py's sweep
+-- found to take the validation loss below 2.0 nats per character (at step
+-- ~1,550 of 1,700; bench/RESULTS.md, "The demo"). psql -v steps=N changes
+-- the length (the schedule scales with it). The curves go to :curve (step,
 -- batch loss) and :val_curve (step, validation loss) for scripts/demo.sh.
 \set ON_ERROR_STOP 1
 \if :{?steps}
 \else
-  \set steps 500
+  \set steps 1700
 \endif
 \if :{?eval_every}
 \else
@@ -28,11 +32,12 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS ddx;
 \i examples/gpt/gpt.sql
 \i examples/gpt/load_gpl3.sql
-SELECT gpt.setup(n_layer => 1, n_head => 2, n_embd => 16, block_size => 16, batch => 4, steps => :steps,
-                 val_windows => 16) AS "model: 1 layer, 2 heads, 16 channels, context 16, batch 4";
+SELECT gpt.setup(n_layer => 1, n_head => 2, n_embd => 32, block_size => 16, batch => 8, steps => :steps,
+                 val_windows => 64) AS "model: 1 layer, 2 heads, 32 channels, context 16, batch 8";
 SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = 'gpt demo' \g /dev/null
 DELETE FROM gpt.val_log WHERE run = 'gpt demo';
-SELECT ddx_schedule_warmup_cosine('gpt_lr', 10, :steps, 1e-2, 1e-3, :steps) \g /dev/null
+-- (warmup 400 steps, the cosine's end 2,000 for 1,700 steps: both scaled with :steps)
+SELECT ddx_schedule_warmup_cosine('gpt_lr', (400 * :steps) / 1700, (2000 * :steps) / 1700, 1e-2, 2e-4, :steps) \g /dev/null
 SET client_min_messages = notice;
 \timing on
 CALL gpt.train(:steps, :eval_every, 'gpt demo', 'gpt_lr');
