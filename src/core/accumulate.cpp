@@ -12,11 +12,53 @@
 
 namespace ddx::core {
 
+namespace {
+
+// Transposes of one relation that join the same relation on the same
+// columns (the same head and tail: the query, key and value projections
+// of one LayerNorm's output; LLaMA's gate and up of one RMSNorm's) summed
+// before that one join: each joined the relation's saved rows, and their
+// rows were then summed by rid.
+std::vector<Contrib> SumTransposes(std::vector<Contrib> cs) {
+  std::vector<Contrib> out;
+  std::vector<bool> done(cs.size(), false);
+  for (size_t i = 0; i < cs.size(); i++) {
+    if (done[i]) continue;
+    std::vector<size_t> same{i};
+    for (size_t j = i + 1; !cs[i].pre.empty() && j < cs.size(); j++)
+      if (!done[j] && !cs[j].pre.empty() && cs[j].head == cs[i].head && cs[j].tail == cs[i].tail &&
+          cs[j].by == cs[i].by && cs[j].cols == cs[i].cols && cs[j].carries == cs[i].carries)
+        same.push_back(j), done[j] = true;
+    if (same.size() == 1) {
+      out.push_back(cs[i]);
+      continue;
+    }
+    Contrib m = cs[i];
+    std::vector<std::string> pres, sel;
+    for (const auto &b : m.by) sel.push_back("u." + b);
+    for (int c : m.cols) sel.push_back("sum(u." + D(c) + ") AS " + D(c));
+    for (size_t k : same) {
+      pres.push_back(cs[k].pre);
+      if (k != i) m.reads.insert(m.reads.end(), cs[k].reads.begin(), cs[k].reads.end());
+    }
+    std::vector<std::string> by;
+    for (const auto &b : m.by) by.push_back("u." + b);
+    m.pre = "SELECT " + Join(sel, ", ") + " FROM (" + Join(pres, " UNION ALL ") + ") u" +
+            (by.empty() ? "" : " GROUP BY " + Join(by, ", "));
+    m.sql = m.head + "(" + m.pre + ") t " + m.tail;
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
 // The cotangent step b<id> of a relation: the sum of its readers'
 // contributions.
 bool Pass::MakeCotangent(const Rel *r, std::vector<Step> &ctes) {
   auto it = contribs.find(r);
   if (it == contribs.end() || it->second.empty()) return false;
+  it->second = SumTransposes(std::move(it->second));
   auto &cs = it->second;
   std::set<int> cols;
   Refs reads;  // every contribution's, each printed once below
@@ -67,6 +109,14 @@ bool Pass::AnyActive(const Rel *r) const {
 void Pass::Contribute(const Rel *to, std::string sql, Refs reads, std::set<int> cols, bool carries, bool keyed) {
   if (cols.empty() || !AnyActive(to)) return;
   contribs[to].push_back({std::move(sql), std::move(reads), std::move(cols), carries, keyed});
+}
+
+void Pass::ContributeTransposed(const Rel *to, std::string head, std::string pre, std::string tail,
+                                std::vector<std::string> by, Refs reads, std::set<int> cols, bool carries) {
+  if (cols.empty() || !AnyActive(to)) return;
+  std::string sql = head + "(" + pre + ") t " + tail;
+  contribs[to].push_back({std::move(sql), std::move(reads), std::move(cols), carries, false, std::move(head),
+                          std::move(pre), std::move(tail), std::move(by)});
 }
 
 // An aggregate whose cotangent may carry its saved columns c<j> beside

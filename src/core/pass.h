@@ -156,6 +156,12 @@ struct Contrib {
   std::set<int> cols;
   bool carries = false;  // its rows also have the relation's saved columns (Carries, SavedRowCols)
   bool keyed = false;    // its rows also have the rid's keys rk<i> (see RidKeys)
+  // A contraction transpose's: sql is head + "(" + pre + ") t " + tail, pre
+  // the sums grouped by the columns `by` (empty: not one). Transposes of one
+  // relation with the same head and tail are summed before the one join
+  // (MakeCotangent).
+  std::string head, pre, tail;
+  std::vector<std::string> by;
 };
 
 std::string SumTerms(const std::vector<std::string> &terms);
@@ -291,6 +297,8 @@ struct Pass {
   bool AnyActive(const Rel *r) const;
   void Contribute(const Rel *to, std::string sql, Refs reads, std::set<int> cols, bool carries = false,
                   bool keyed = false);
+  void ContributeTransposed(const Rel *to, std::string head, std::string pre, std::string tail,
+                            std::vector<std::string> by, Refs reads, std::set<int> cols, bool carries);
   bool MakeCotangent(const Rel *r, std::vector<Step> &ctes);
   // (reads: the backward steps source reads)
   void ContributeToLeaves(Steps &s, const Region &reg, const std::string &source, const Refs &reads, const Terms &terms,

@@ -52,6 +52,12 @@ class LeafTranspose {
   // Whether the contribution's rows also have L's saved columns (Carries,
   // SavedRowCols).
   bool Carried() const { return carried_; }
+  // The contribution's SQL as head + "(" + pre + ") t " + tail, pre's
+  // grouping columns `by` (Contrib).
+  const std::string &Head() const { return head_; }
+  const std::string &Pre() const { return pre_; }
+  const std::string &Tail() const { return tail_; }
+  const std::vector<std::string> &By() const { return by_; }
 
   // The contribution's SQL, the backward steps it reads (reads) and the
   // columns of L it has, or "". Not where L's terms read a value of L,
@@ -301,9 +307,12 @@ class LeafTranspose {
       for (const auto &name : row) tsel.push_back(reg_.Alias(L_ - kLeafSide) + "." + name + " AS " + name);
       carried_ = !row.empty();
     }
-    return "SELECT " + Join(tsel, ", ") + " FROM (" + pre + ") t " + (fon_.empty() ? "CROSS JOIN " : "JOIN ") +
-           p_.LeafFrom(leaf, reg_.Alias(L_ - kLeafSide)) + (fon_.empty() ? "" : " ON " + Join(fon_, " AND ")) +
-           (once_ ? "" : " GROUP BY " + Join(by, ", "));
+    head_ = "SELECT " + Join(tsel, ", ") + " FROM ";
+    pre_ = pre;
+    tail_ = (fon_.empty() ? "CROSS JOIN " : "JOIN ") + p_.LeafFrom(leaf, reg_.Alias(L_ - kLeafSide)) +
+            (fon_.empty() ? "" : " ON " + Join(fon_, " AND ")) + (once_ ? "" : " GROUP BY " + Join(by, ", "));
+    for (const auto &g : gcols_) by_.push_back(g.substr(2));  // (q.<name>)
+    return head_ + "(" + pre_ + ") t " + tail_;
   }
 
   const Pass &p_;
@@ -328,6 +337,8 @@ class LeafTranspose {
   std::optional<std::string> lnull_;  // L's NULL test, the same for every call
   bool reads_l_ = false;              // whether L's terms read a value of L (AdjointReads)
   bool carried_ = false;
+  std::string head_, pre_, tail_;
+  std::vector<std::string> by_;
 };
 
 // e with the columns of `to`'s keys replaced by its values.
@@ -481,7 +492,8 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
   // SETS, whose inequality join paired 1M rows to keep 526k; measured:
   // bench/RESULTS.md, 'Figures from code comments'), or none.
   struct Out {
-    std::string sql;
+    std::string head, pre, tail;
+    std::vector<std::string> by;
     Refs reads;
     std::set<int> cols;
     bool carried;
@@ -500,13 +512,15 @@ bool Transposed(Pass &p, const Rel *r, const Region &reg) {
       LeafTranspose t(p, r, pass == 0 ? keyed : reg, used, L, pass == 0 ? dropped : std::set<int>{});
       std::string sql = t.Sql(reads, cols);
       if (sql.empty()) break;
-      out.push_back({sql, reads, cols, t.Carried()});
+      out.push_back({t.Head(), t.Pre(), t.Tail(), t.By(), reads, cols, t.Carried()});
     }
   }
   if (out.empty() || out.size() < active.size()) return false;
   size_t i = 0;
   for (int L : active)
-    p.Contribute(reg.leaves[L - kLeafSide], out[i].sql, out[i].reads, out[i].cols, out[i].carried), i++;
+    p.ContributeTransposed(reg.leaves[L - kLeafSide], out[i].head, out[i].pre, out[i].tail, out[i].by, out[i].reads,
+                           out[i].cols, out[i].carried),
+        i++;
   return true;
 }
 
