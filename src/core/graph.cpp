@@ -113,6 +113,14 @@ void Pass::DecideMaterialized() {
   BoundProjectionChains();
 }
 
+// How many saved relations (leaves) r is compiled over: 1 for a saved one.
+int Pass::SavedLeaves(const Rel *r) const {
+  if (mat.count(r)) return 1;
+  int n = 0;
+  for (const auto &in : r->inputs) n += SavedLeaves(in.get());
+  return n;
+}
+
 // A compound row-local relation (LayerNorm's output over the residual
 // stream: ten leaves at one layer) that is one side of a contraction (an
 // aggregate grouped by keys of both sides of a join, so that each row of
@@ -156,12 +164,6 @@ void Pass::DecideMaterialized() {
 // contraction has two leaves, each transposed against the other alone,
 // and the side's own reverse rule runs once per its row.
 void Pass::SaveContractionSides() {
-  std::function<int(const Rel *)> leaves = [&](const Rel *x) {
-    if (mat.count(x)) return 1;
-    int n = 0;
-    for (const auto &in : x->inputs) n += leaves(in.get());
-    return n;
-  };
   std::function<bool(const ExprP &)> has_costly = [&](const ExprP &e) {
     if (!e) return false;
     if (Costly(e)) return true;
@@ -196,7 +198,7 @@ void Pass::SaveContractionSides() {
     if (!left || !right) continue;
     for (const auto &side : x->inputs) {
       if (!RowLocal(side.get())) continue;
-      int n = leaves(side.get());
+      int n = SavedLeaves(side.get());
       bool node_saves = contraction_node && ((n >= 2 && (costly(side.get()) || (!tangents && AnyActive(side.get())))) ||
                                              (n == 1 && !tangents && AnyActive(side.get()) && costly(side.get())));
       if (n >= kSavedLeaves || (tangents && costly(side.get())) || node_saves) mat.insert(side.get());
@@ -224,15 +226,9 @@ void Pass::SaveSharedRowLocal() {
   std::map<const Rel *, int> readers;
   for (Rel *r : order)
     for (const auto &in : r->inputs) readers[in.get()]++;
-  std::function<int(const Rel *)> leaves = [&](const Rel *x) {
-    if (mat.count(x)) return 1;
-    int n = 0;
-    for (const auto &in : x->inputs) n += leaves(in.get());
-    return n;
-  };
   // (in order, inputs first: a saved relation is one leaf of its readers)
   for (Rel *r : order)
-    if (!mat.count(r) && RowLocal(r) && readers[r] >= 2 && leaves(r) >= kSharedLeaves) mat.insert(r);
+    if (!mat.count(r) && RowLocal(r) && readers[r] >= 2 && SavedLeaves(r) >= kSharedLeaves) mat.insert(r);
 }
 
 // In place on Citus, a saved relation of per-sample rows (a prediction

@@ -317,6 +317,7 @@ struct Pass {
   void DecideMaterialized();
   void SaveContractionSides();
   void SaveSharedRowLocal();
+  int SavedLeaves(const Rel *r) const;
   void RecomputeOnWorkers();
   void BoundProjectionChains();
 };
