@@ -123,6 +123,7 @@ ExprP LeafRid(int k);
 std::set<int> Sides(const Region &reg);
 std::set<int> Roots(const Region &reg, const std::set<int> &sides);
 std::set<int> OnceLeaves(const Region &reg, const std::set<int> &of);
+std::vector<std::vector<int>> UniqueKeys(const Rel *leaf);
 int SoleRoot(const std::set<int> &roots, const std::set<int> &to);
 int OnlyRootSide(const Region &reg, const std::set<int> &to);
 std::set<int> BelowSides(const Region &reg, const std::vector<ExprP> &exprs);

@@ -185,18 +185,26 @@ namespace {
 // the leaves `given` (see Roots).
 bool Determined(const Region &reg, int l, const std::set<int> &given, const std::vector<std::pair<ExprP, ExprP>> &eqs) {
   const Rel *leaf = reg.leaves.at(l - kLeafSide);
-  if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
-    std::vector<int> keys(static_cast<size_t>(leaf->nkeys));
-    for (int j = 0; j < leaf->nkeys; j++) keys[j] = j;
-    return Equated(leaf, l, keys, given, eqs);
-  }
-  if (leaf->kind == RelKind::Scan)
-    for (const auto &u : leaf->unique)
-      if (!u.empty() && Equated(leaf, l, u, given, eqs)) return true;
+  for (const auto &u : UniqueKeys(leaf))
+    if (Equated(leaf, l, u, given, eqs)) return true;
   return false;
 }
 
 }  // namespace
+
+// The column sets on which `leaf` has at most one row: a saved aggregate's
+// group keys (none: one row), a table's unique indexes.
+std::vector<std::vector<int>> UniqueKeys(const Rel *leaf) {
+  std::vector<std::vector<int>> out;
+  if (leaf->kind == RelKind::Aggregate && (leaf->nkeys > 0 || leaf->distinct)) {
+    out.emplace_back();
+    for (int j = 0; j < leaf->nkeys; j++) out.back().push_back(j);
+  }
+  if (leaf->kind == RelKind::Scan)
+    for (const auto &u : leaf->unique)
+      if (!u.empty()) out.push_back(u);
+  return out;
+}
 
 std::set<int> Roots(const Region &reg, const std::set<int> &sides) {
   std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
@@ -237,16 +245,9 @@ bool Determines(const Region &reg, const std::set<int> &of, const std::vector<st
 
 std::set<int> OnceLeaves(const Region &reg, const std::set<int> &of) {
   std::vector<std::pair<ExprP, ExprP>> eqs = Equalities(reg.conds);
-  std::set<int> all = Sides(reg), out;
-  for (int l : of) {
-    std::set<int> known{l};
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (int m : all)
-        if (!known.count(m) && Determined(reg, m, known, eqs)) grew = known.insert(m).second;
-    }
-    if (known.size() == all.size()) out.insert(l);
-  }
+  std::set<int> out;
+  for (int l : of)
+    if (Determines(reg, {l}, eqs)) out.insert(l);
   return out;
 }
 

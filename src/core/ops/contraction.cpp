@@ -425,14 +425,8 @@ bool KeyLeaves(const Rel *r, const Region &reg, const std::set<std::pair<int, in
         pinned.insert(c);
       }
       if (!ok || to.empty()) continue;
-      std::vector<std::vector<int>> unique =
-          leaf->kind == RelKind::Scan ? leaf->unique : std::vector<std::vector<int>>{};
-      if (leaf->kind == RelKind::Aggregate && leaf->nkeys > 0) {
-        unique.emplace_back();
-        for (int j = 0; j < leaf->nkeys; j++) unique.back().push_back(j);
-      }
       bool unique_key = false;
-      for (const auto &u : unique) {
+      for (const auto &u : UniqueKeys(leaf)) {
         bool in = !u.empty();
         for (int j : u) in = in && pinned.count(j);
         unique_key = unique_key || in;
