@@ -97,6 +97,16 @@ CREATE TABLE wl (f int, val float8);
 INSERT INTO wl VALUES (1, 0.5), (7, -1.0);
 WITH loss AS (SELECT sum(ln(wl.val) * x.val) AS l FROM wl JOIN x ON x.f = wl.f)
 SELECT f, grad('loss', wl.val) FROM wl ORDER BY f;
+-- the same where the rows join one to one (both keyed by f): ln is computed
+-- after the join, for the rows that join, as PostgreSQL computes it (no split
+-- below it, src/core/region.cpp BelowSides): no error, and the closed form
+-- 3 / 0.5 = 6, and 0
+CREATE TABLE wu (f int PRIMARY KEY, val float8);
+INSERT INTO wu VALUES (1, 0.5), (7, -1.0);
+CREATE TABLE xu (f int PRIMARY KEY, val float8);
+INSERT INTO xu VALUES (1, 3), (2, 5);
+WITH loss AS (SELECT sum(ln(wu.val) * xu.val) AS l FROM wu JOIN xu ON xu.f = wu.f)
+SELECT f, grad('loss', wu.val) FROM wu ORDER BY f;
 -- ties of MIN/MAX share the gradient evenly (closed form: 1/2 each); a tie
 -- of LEAST(min, 1) goes to its last argument, the constant (0 to val = 1)
 CREATE TABLE tie (val float8);
