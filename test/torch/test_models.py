@@ -219,9 +219,9 @@ def swiglu():
 
 # Matrix factorization over the ratings r (u, i, val): a user's factors
 # uu (i: the user, j: k) times an item's vv (i: the item, j: k), summed over
-# k, for each rating. r only ties the group
-# keys (u, i) to U and V: where it is unique on them, the transposes leave it
-# out (src/core/ops/contraction.cpp, KeyLeaves).
+# k, for each rating. r only ties the group keys (u, i) to U and V: where it
+# is unique on them, the transposes leave it out (src/core/ops/contraction.cpp,
+# KeyLeaves).
 MF_SQL = """
   p AS (SELECT r.u, r.i, r.val, sum(uu.val * vv.val) AS p FROM r JOIN uu ON uu.i = r.u
         JOIN vv ON vv.i = r.i AND vv.j = uu.j GROUP BY r.u, r.i, r.val),
@@ -259,19 +259,18 @@ def matrix_factorization():
         "ALTER TABLE uu ADD PRIMARY KEY (i, j); ALTER TABLE vv ADD PRIMARY KEY (i, j);"
     rtable = table("r", [("u", "int"), ("i", "int"), ("val", "float8")], ratings)
     psql(setup + rtable + "ALTER TABLE r ADD PRIMARY KEY (u, i);")
-    mf, mf_join = MF_SQL, MF_JOIN_SQL
     for label in ("default", "all", "off"):
         setting = "" if label == "default" else f"SET ddx.contraction = '{label}'; "
-        check(f"matrix factorization (node {label})", ddx_grads(mf, shapes, setting), oracle(ratings, False))
-        check(f"matrix factorization, r joined again (node {label})", ddx_grads(mf_join, shapes, setting),
+        check(f"matrix factorization (node {label})", ddx_grads(MF_SQL, shapes, setting), oracle(ratings, False))
+        check(f"matrix factorization, r joined again (node {label})", ddx_grads(MF_JOIN_SQL, shapes, setting),
               oracle(ratings, True))
     # Without the primary key, some ratings twice (r is then no tie of the
     # keys: each group has two of its rows) and one with a NULL user (it
     # joins nothing).
     dup = ratings + ratings[:4]
     psql(table("r", [("u", "int"), ("i", "int"), ("val", "float8")], dup) + "INSERT INTO r VALUES (NULL, 1, 0.5);")
-    check("matrix factorization, repeated ratings", ddx_grads(mf, shapes), oracle(dup, False))
-    check("matrix factorization, repeated ratings, r joined again", ddx_grads(mf_join, shapes), oracle(dup, True))
+    check("matrix factorization, repeated ratings", ddx_grads(MF_SQL, shapes), oracle(dup, False))
+    check("matrix factorization, repeated ratings, r joined again", ddx_grads(MF_JOIN_SQL, shapes), oracle(dup, True))
     # Grouped by a tag that may be NULL, unique on (u, i, tag): two rows
     # (u, i, NULL) are one group of two rows, and r no tie of the keys.
     tagged = [(u, i, v, 1) for u, i, v in ratings] + [(u, i, v, None) for u, i, v in ratings[:3] * 2]
@@ -473,8 +472,8 @@ def main():
     subprocess.run(["psql", "-X", "-q", "-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {DB}", "-c",
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     psql("CREATE EXTENSION ddx;")
-    for test in (linear_and_logistic, mlp, swiglu, matrix_factorization, layer_norm_and_gelu, embedding, attention, sequence_windows,
-                 training_loop):
+    for test in (linear_and_logistic, mlp, swiglu, matrix_factorization, layer_norm_and_gelu, embedding, attention,
+                 sequence_windows, training_loop):
         try:
             test()
         except Exception as e:  # a failing test is reported, the others still run
