@@ -90,8 +90,11 @@ def load(cur, mode):
 def side(name, alias):
     """A relation named alias with columns (i, k, t, v, f)."""
     c = R.random()
-    if c < 0.55:
+    if c < 0.45:
         return f"{name} {alias}", None
+    if c < 0.55:  # a fence with the columns in another order, as ddx's programs write sides
+        cond = R.choice(["", "", " WHERE v > -1"])
+        return f"(SELECT f, v, t, k, i FROM {name}{cond} OFFSET 0) {alias}", None
     if c < 0.7:
         cond = R.choice(["k IS NOT NULL", "v > -1", "i <> 2", "t <> 'y'"])
         return f"(SELECT * FROM {name} WHERE {cond}) {alias}", None

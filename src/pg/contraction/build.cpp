@@ -205,7 +205,7 @@ void KeepBuildRow(State *st, TupleTableSlot *slot, const Scratch *x, uint32 gid)
 // limit.
 bool BuildSide(State *st, Scratch *x, uint64 *count) {
   ExprContext *ec = st->css.ss.ps.ps_ExprContext;
-  PlanState *child = static_cast<PlanState *>(linitial(st->css.custom_ps));
+  PlanState *child = st->input[kBuild];
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(child);
     if (TupIsNull(slot)) break;
@@ -423,7 +423,7 @@ inline bool KeysMatch(const State *st, int32 r, const Datum *kv) {
 // memory ran past the limit.
 bool ProbeSide(State *st, Scratch *x, uint64 *count) {
   ExprContext *ec = st->css.ss.ps.ps_ExprContext;
-  PlanState *child = static_cast<PlanState *>(lsecond(st->css.custom_ps));
+  PlanState *child = st->input[kProbe];
   DenseInit(&st->dense, st->g[0].n);
   x->pf = static_cast<double *>(Alloc(st->cxt, sizeof(double) * (st->nagg + 1)));
   ProbeRow p = {0, 0, false};

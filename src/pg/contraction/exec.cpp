@@ -213,6 +213,56 @@ void InitGroupKeys(State *st, const ContractionPlan &plan) {
   }
 }
 
+// Expressions that read only their child's columns (Exprs::direct) read
+// the subplan's instead: the child's column a is the subplan's map[a - 1].
+void Remap(Exprs *e, const AttrNumber *map) {
+  e->natts = 0;
+  for (int i = 0; i < e->n; i++)
+    if (e->att[i] > 0) {
+      e->att[i] = map[e->att[i] - 1];
+      e->natts = Max(e->natts, e->att[i]);
+    }
+}
+
+// Each side's input: its child, or, where the child is a Subquery Scan with
+// no condition whose every column is a column of its subplan (a program's
+// `(SELECT a0.c0 AS k0, ... FROM f9 a0 OFFSET 0) r`: a fence, kept by the
+// planner as a projection of each row, and a twelfth of the node's time in
+// a GPT's gradient, bench/RESULTS.md), the subplan, read at those columns:
+// the same values, without a copy of each row. Only where every expression
+// the node reads from that side is a column (Exprs::direct) and the build
+// side's rows are not kept whole (lazy factors keep the child's tuple). The
+// Subquery Scan stays the child (ended and rescanned as one, which rescans
+// its subplan); EXPLAIN ANALYZE shows it never executed, and the node says
+// it read through it.
+void ReadThrough(State *st) {
+  for (int side = 0; side < 2; side++) {
+    PlanState *child = static_cast<PlanState *>(list_nth(st->css.custom_ps, side));
+    st->input[side] = child;
+    st->through[side] = false;
+    Exprs *es[3] = {side == kBuild ? &st->bkeys : &st->pkeys, side == kBuild ? &st->bfactors : &st->pfactors,
+                    &st->gx[side]};
+    if (!IsA(child, SubqueryScanState) || child->qual || (side == kBuild && st->lazy)) continue;
+    bool ok = true;
+    for (Exprs *e : es) ok = ok && e->direct;
+    SubqueryScan *sq = reinterpret_cast<SubqueryScan *>(child->plan);
+    List *tl = sq->scan.plan.targetlist;
+    AttrNumber *map = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (list_length(tl) + 1)));
+    int i = 0;
+    ListCell *lc;
+    foreach (lc, tl) {
+      Expr *x = lfirst_node(TargetEntry, lc)->expr;
+      ok = ok && IsA(x, Var) && static_cast<Index>(castNode(Var, x)->varno) == sq->scan.scanrelid &&
+           castNode(Var, x)->varattno > 0 && castNode(Var, x)->varlevelsup == 0;
+      if (ok) map[i++] = castNode(Var, x)->varattno;
+    }
+    if (!ok) continue;
+    for (Exprs *e : es) Remap(e, map);
+    st->input[side] = reinterpret_cast<SubqueryScanState *>(child)->subplan;
+    st->through[side] = true;
+  }
+}
+
 }  // namespace
 
 // Reads the plan (FromPrivate) into the executor's state, with its children
@@ -226,6 +276,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   InitAccumulators(st, plan, estate);
   st->quals = ExecInitQual(plan.key_quals, &node->ss.ps);
   InitGroupKeys(st, plan);
+  ReadThrough(st);
   st->numbered = plan.numbered;
   st->rownum = 0;
   st->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx contraction", ALLOCSET_DEFAULT_SIZES);

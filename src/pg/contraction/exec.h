@@ -107,6 +107,11 @@ struct State {
   double pairs;
   size_t limit, peak;
   PlanState *fallback;
+  // What each side (kBuild, kProbe) is read from: its child, or that
+  // child's subplan where the child is a Subquery Scan that only picks
+  // columns (ReadThrough); through[side] says which.
+  PlanState *input[2];
+  bool through[2];
 };
 
 // Evaluates `e` over the outer tuple into v, n.

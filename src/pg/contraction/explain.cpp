@@ -123,6 +123,14 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
       ExplainPropertyInteger("Groups", nullptr, st->groups.n - st->groups.rejected, es);
       ExplainPropertyText("Accumulator", st->dense.how, es);
+      // (the Subquery Scan below shows itself never executed: ReadThrough)
+      if (st->through[kBuild] || st->through[kProbe])
+        ExplainPropertyText(
+            "Read Through",
+            st->through[kBuild] && st->through[kProbe]
+                ? "both sides' Subquery Scans"
+                : (st->through[kBuild] ? "the build side's Subquery Scan" : "the probe side's Subquery Scan"),
+            es);
       if (st->quals) ExplainPropertyInteger("Groups Rejected", nullptr, st->groups.rejected, es);
     }
     ExplainPropertyInteger("Peak Memory", "kB", static_cast<int64>((st->peak + 1023) / 1024), es);

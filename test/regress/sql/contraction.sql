@@ -486,6 +486,23 @@ BEGIN
 END $$;
 SELECT explain_analyzed($$SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k ON k.j = q.j AND k.t <= q.t
                            GROUP BY q.t, k.t$$);
+-- A side that is a fenced subquery whose columns the node reads as they
+-- are: the node reads the subquery's plan (the Subquery Scan above it,
+-- only picking columns, never runs). A condition on the fence (kept on its
+-- Subquery Scan), a factor computed from its columns or a subquery that
+-- computes a column: the Subquery Scan runs. The same answers each time.
+SELECT explain_analyzed($$SELECT q.i, cb.j, sum(q.val * cb.val) AS v FROM (SELECT val, k, i FROM ca OFFSET 0) q
+                           JOIN (SELECT j, val, k FROM cb OFFSET 0) cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
+SELECT same_answer($$SELECT q.i, cb.j, sum(q.val * cb.val) AS v FROM (SELECT val, k, i FROM ca OFFSET 0) q
+                     JOIN (SELECT j, val, k FROM cb OFFSET 0) cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
+SELECT explain_analyzed($$SELECT q.i, cb.j, sum(q.val * cb.val) AS v FROM (SELECT val, k, i FROM ca OFFSET 0) q
+                           JOIN cb ON q.k = cb.k WHERE q.val > 0 GROUP BY q.i, cb.j$$);
+SELECT same_answer($$SELECT q.i, cb.j, sum(q.val * cb.val) AS v FROM (SELECT val, k, i FROM ca OFFSET 0) q
+                     JOIN cb ON q.k = cb.k WHERE q.val > 0 GROUP BY q.i, cb.j$$);
+SELECT same_answer($$SELECT q.i, cb.j, sum((q.val + 1) * cb.val) AS v FROM (SELECT val, k, i FROM ca OFFSET 0) q
+                     JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
+SELECT same_answer($$SELECT q.i, cb.j, sum(q.v * cb.val) AS v FROM (SELECT i, k, val * 2 AS v FROM ca OFFSET 0) q
+                     JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
 DROP FUNCTION explain_analyzed(text);
 RESET ddx.contraction;
 
