@@ -204,6 +204,15 @@ def query():
     sql = f"{with_}SELECT {sel} FROM {frm}{where}{group}{order}"
     if lateral:
         sql = f"SELECT o.k AS ok, o.g AS og, s.* FROM pk o CROSS JOIN LATERAL ({sql}) s"
+    elif keys and R.random() < 0.3:
+        # joined back by its keys to rows that have them (ddx's backward
+        # joins each contraction so: Custom Scan (ddx fill)): the groups'
+        # keys, some twice, some not at all, and rows of NULL keys
+        ks = [f"k{n}" for n in range(len(outs))]
+        fill = (f"(SELECT {', '.join(ks)} FROM ({sql}) f0 UNION ALL SELECT {', '.join(ks)} FROM ({sql}) f1 "
+                f"WHERE f1.a0 IS NOT NULL UNION ALL SELECT {', '.join('NULL' for _ in ks)} OFFSET 0)")
+        on = " AND ".join(f"f.{k} = s.{k}" for k in ks) + R.choice(["", "", " AND s.a0 IS NOT NULL"])
+        sql = f"SELECT s.*, f.{ks[0]} AS fk FROM ({sql}) s JOIN {fill} f ON {on}"
     return sql, "$1" in sql
 
 

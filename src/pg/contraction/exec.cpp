@@ -307,27 +307,18 @@ void FallBack(State *st) {
 
 }  // namespace
 
-TupleTableSlot *Exec(CustomScanState *node) {
-  State *st = reinterpret_cast<State *>(node);
+bool EnsureBuilt(State *st) {
   if (!st->fellback && !st->built) {
     if (Build(st))
       st->built = true;
     else
       FallBack(st);
   }
-  if (st->fellback) {
-    TupleTableSlot *t = ExecProcNode(st->fallback);
-    if (TupIsNull(t)) return nullptr;
-    return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
-  }
-  while (st->emit < st->groups.n && !st->groups.ok[st->emit]) st->emit++;
-  // A plain aggregate (no GROUP BY: no group keys) gives one row where no
-  // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
-  // NULL sums and averages, counts of 0.
-  bool none = st->emit >= st->groups.n;
-  if (none && (st->ng > 0 || st->emitted)) return nullptr;
-  uint32 at = none ? 0 : st->emit++;
-  st->emitted = true;
+  return !st->fellback;
+}
+
+TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
+  CustomScanState *node = &st->css;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
   KeysToSlot(st, slot, none ? 0 : st->groups.ida[at], none ? 0 : st->groups.idb[at]);
   for (int o = 0; o < st->nout; o++) {
@@ -347,6 +338,24 @@ TupleTableSlot *Exec(CustomScanState *node) {
   ResetExprContext(ec);
   ec->ecxt_scantuple = slot;
   return ExecProject(proj);
+}
+
+TupleTableSlot *Exec(CustomScanState *node) {
+  State *st = reinterpret_cast<State *>(node);
+  if (!EnsureBuilt(st)) {
+    TupleTableSlot *t = ExecProcNode(st->fallback);
+    if (TupIsNull(t)) return nullptr;
+    return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
+  }
+  while (st->emit < st->groups.n && !st->groups.ok[st->emit]) st->emit++;
+  // A plain aggregate (no GROUP BY: no group keys) gives one row where no
+  // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
+  // NULL sums and averages, counts of 0.
+  bool none = st->emit >= st->groups.n;
+  if (none && (st->ng > 0 || st->emitted)) return nullptr;
+  uint32 at = none ? 0 : st->emit++;
+  st->emitted = true;
+  return GroupRow(st, at, none);
 }
 
 void End(CustomScanState *node) {

@@ -136,6 +136,12 @@ inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
 
 void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb);
 bool Build(State *st);
+// The groups built (Build), or PostgreSQL's plan taken over (FallBack):
+// true where the groups are there to read (exec.cpp).
+bool EnsureBuilt(State *st);
+// The node's row of the group `at` (none: the row of a plain aggregate
+// that joined no pair), as Exec returns it: projected, numbered.
+TupleTableSlot *GroupRow(State *st, uint32 at, bool none);
 
 }  // namespace ddx::pg::contraction
 

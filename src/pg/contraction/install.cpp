@@ -1,6 +1,7 @@
 // ddx.contraction and ddx.in_program, the node's method tables, its planner
 // hook and its EXPLAIN hook, installed from _PG_init (contraction.h).
 #include "ddx/pg/contraction_node.h"
+#include "fill.h"
 #include "planning.h"
 
 extern "C" {
@@ -27,10 +28,16 @@ void AssignMode(int newval, void *) {
   if (newval != mode) ResetPlanCache();
 }
 
+void AssignFill(bool newval, void *) {
+  if (newval != fill_enabled) ResetPlanCache();
+}
+
 }  // namespace
 
 int mode = kPrograms;
 bool in_program = false;
+bool fill_enabled = true;
+set_join_pathlist_hook_type prev_join_hook = nullptr;
 create_upper_paths_hook_type prev_upper_hook = nullptr;
 ExplainOneQuery_hook_type prev_explain_hook = nullptr;
 
@@ -55,7 +62,16 @@ void InstallContraction() {
   DefineCustomBoolVariable("ddx.in_program", "Set by ddx while one of its programs runs.", nullptr, &in_program, false,
                            PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE, nullptr, nullptr,
                            nullptr);
+  DefineCustomBoolVariable(
+      "ddx.contraction_fill",
+      "Whether ddx joins the contraction node's groups to the rows they are joined to by their keys.",
+      "Where ddx.contraction lets the node compute a subquery joined to a relation by every group "
+      "key, Custom Scan (ddx fill) looks each row's group up instead of a hash join.",
+      &fill_enabled, true, PGC_USERSET, 0, nullptr, AssignFill, nullptr);
   RegisterCustomScanMethods(&kScanMethods);
+  RegisterCustomScanMethods(&kFillScanMethods);
+  prev_join_hook = set_join_pathlist_hook;
+  set_join_pathlist_hook = FillJoinPaths;
   prev_upper_hook = create_upper_paths_hook;
   create_upper_paths_hook = ContractionUpperPaths;
   prev_explain_hook = ExplainOneQuery_hook;

@@ -503,7 +503,6 @@ SELECT same_answer($$SELECT q.i, cb.j, sum((q.val + 1) * cb.val) AS v FROM (SELE
                      JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
 SELECT same_answer($$SELECT q.i, cb.j, sum(q.v * cb.val) AS v FROM (SELECT i, k, val * 2 AS v FROM ca OFFSET 0) q
                      JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
-DROP FUNCTION explain_analyzed(text);
 RESET ddx.contraction;
 
 -- float4: sum(float4) of float4mul adds in float4 as PostgreSQL does, each
@@ -616,6 +615,66 @@ SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
 SET ddx.contraction = 'off';
 EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
+
+-- The node's groups joined back by every key to rows that have them, as
+-- ddx's backward joins each contraction (Custom Scan (ddx fill)): each row
+-- of the fill finds its group by its keys' ids; rows of keys twice, of no
+-- group, of NULL keys; groups of NULL keys; text keys; a condition beyond
+-- the keys. The same rows as PostgreSQL's join each time.
+CREATE TABLE cf (i int, j text, w float8);
+INSERT INTO cf SELECT i, j, i * 0.5 FROM generate_series(1, 300, 7) i, unnest(ARRAY['j1', 'j2', 'j5', 'jnull']) j;
+INSERT INTO cf SELECT i, 'j3', 1 FROM generate_series(1, 300, 7) i, generate_series(1, 2);
+INSERT INTO cf VALUES (NULL, 'j1', 1), (5, NULL, 1), (999, 'j1', 1), (301, 'jnull', 2), (303, 'j4', 3);
+ANALYZE cf;
+SET ddx.contraction = 'all';
+SELECT explain_analyzed($$SELECT f.i, f.j, f.w * t.v AS v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                           JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j AND t.v > f.w - 1$$);
+-- (t's columns computed from the node's: the Subquery Scan's projection)
+SELECT same_answer($$SELECT f.i, f.j, t.n AS w, t.v FROM (SELECT cb.j, ca.i, count(*) AS n, 2 * sum(ca.val * cb.val) + 1 AS v
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+-- Not every key bound, a key of another type: PostgreSQL's join.
+EXPLAIN (COSTS OFF) SELECT f.i, f.j, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                    JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i;
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i::int8 AS i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                     JOIN cb ON ca.k = cb.k GROUP BY 1, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+-- Groups a key condition rejected have no row to join.
+SELECT same_answer($$SELECT t.i, t.j, t.v FROM (SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k
+                     ON k.j = q.j AND k.t <= q.t GROUP BY q.t, k.t) t JOIN (SELECT a.t AS i, b.t AS j FROM cq a, cq b
+                     WHERE a.j = 1 AND b.j = 2) f ON f.i = t.i AND f.j = t.j$$);
+-- Rescanned with a changed parameter (LATERAL), and past work_mem, where
+-- the contraction hands over to PostgreSQL's aggregate and the join runs
+-- PostgreSQL's plan.
+SELECT same_answer($$SELECT c.k, s.i, s.j, s.v FROM (VALUES (1), (3)) c(k) CROSS JOIN LATERAL (SELECT f.i, f.j, t.v
+                     FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.k <> c.k
+                     GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) s$$);
+SET work_mem = '64kB';
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * abs(cb.val)) AS v FROM cbig ca
+                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SET ddx.contraction = 'all';
+SELECT line FROM explain_analyzed($$SELECT f.i, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * abs(cb.val)) AS v FROM cbig ca
+                                    JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$) line
+WHERE line ~ 'ddx|Fell Back';
+RESET work_mem;
+-- In a parallel worker (force_parallel_mode's single copy), whole inputs.
+SELECT force_parallel('on');
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SET ddx.contraction = 'all';
+SELECT line FROM explain_analyzed($$SELECT f.i, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                                    JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$) line
+WHERE line ~ 'ddx|Single Copy';
+SELECT force_parallel('off');
+-- ddx.contraction_fill = off: the contraction node, then PostgreSQL's join.
+SET ddx.contraction_fill = off;
+EXPLAIN (COSTS OFF) SELECT f.i, f.j, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                    JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j;
+RESET ddx.contraction_fill;
+RESET ddx.contraction;
+DROP FUNCTION explain_analyzed(text);
 
 -- A gradient program with the node: the same gradient as without.
 CREATE TABLE cw (k int PRIMARY KEY, val float8);
