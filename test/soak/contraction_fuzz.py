@@ -93,8 +93,11 @@ def side(name, alias):
     if c < 0.45:
         return f"{name} {alias}", None
     if c < 0.55:  # a fence with the columns in another order, as ddx's programs write sides
-        cond = R.choice(["", "", " WHERE v > -1"])
-        return f"(SELECT f, v, t, k, i FROM {name}{cond} OFFSET 0) {alias}", None
+        # (@LAT@: under LATERAL, a condition on pk's row inside the fence;
+        # sorted, its plan stays at its end unless rescanned)
+        cond = R.choice(["TRUE", "TRUE", "v > -1"])
+        order = R.choice(["", " ORDER BY i"])
+        return f"(SELECT f, v, t, k, i FROM {name} WHERE {cond}@LAT@{order} OFFSET 0) {alias}", None
     if c < 0.7:
         cond = R.choice(["k IS NOT NULL", "v > -1", "i <> 2", "t <> 'y'"])
         return f"(SELECT * FROM {name} WHERE {cond}) {alias}", None
@@ -202,17 +205,19 @@ def query():
     order = R.choice(["", "", " ORDER BY 1", f" ORDER BY a0 DESC NULLS LAST"])
     with_ = f"WITH {', '.join(ctes)} " if ctes else ""
     sql = f"{with_}SELECT {sel} FROM {frm}{where}{group}{order}"
-    if lateral:
-        sql = f"SELECT o.k AS ok, o.g AS og, s.* FROM pk o CROSS JOIN LATERAL ({sql}) s"
-    elif keys and R.random() < 0.3:
+    if keys and R.random() < 0.3:
         # joined back by its keys to rows that have them (ddx's backward
         # joins each contraction so: Custom Scan (ddx fill)): the groups'
-        # keys, some twice, some not at all, and rows of NULL keys
+        # keys, some twice, some not at all, and rows of NULL keys; under
+        # LATERAL below, computed again for each row of pk
         ks = [f"k{n}" for n in range(len(outs))]
         fill = (f"(SELECT {', '.join(ks)} FROM ({sql}) f0 UNION ALL SELECT {', '.join(ks)} FROM ({sql}) f1 "
                 f"WHERE f1.a0 IS NOT NULL UNION ALL SELECT {', '.join('NULL' for _ in ks)} OFFSET 0)")
         on = " AND ".join(f"f.{k} = s.{k}" for k in ks) + R.choice(["", "", " AND s.a0 IS NOT NULL"])
         sql = f"SELECT s.*, f.{ks[0]} AS fk FROM ({sql}) s JOIN {fill} f ON {on}"
+    sql = sql.replace("@LAT@", " AND k IS DISTINCT FROM o.k" if lateral else "")
+    if lateral:
+        sql = f"SELECT o.k AS ok, o.g AS og, s.* FROM pk o CROSS JOIN LATERAL ({sql}) s"
     return sql, "$1" in sql
 
 

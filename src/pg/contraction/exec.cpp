@@ -374,12 +374,17 @@ void ReScan(CustomScanState *node) {
   st->rownum = 0;
   st->groups.n = 0;
   // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
-  // told them which parameters changed (execAmi.c): they are told here.
+  // told them which parameters changed (execAmi.c): they are told here. A
+  // child told so is rescanned by its next ExecProcNode, except one read
+  // through (ReadThrough), which never runs: rescanned now, so that it
+  // tells its subplan (ExecReScanSubqueryScan).
   ListCell *lc;
+  int side = 0;
   foreach (lc, node->custom_ps) {
     PlanState *child = static_cast<PlanState *>(lfirst(lc));
     if (node->ss.ps.chgParam) UpdateChangedParamSet(child, node->ss.ps.chgParam);
-    if (!child->chgParam) ExecReScan(child);
+    if (!child->chgParam || (side < 2 && st->through[side])) ExecReScan(child);
+    side++;
   }
 }
 

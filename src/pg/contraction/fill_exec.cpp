@@ -175,6 +175,11 @@ void Start(FillState *fs) {
   if (!fs->node) {
     fs->why = "no contraction node under the subquery";
   } else {
+    // (t and the node never run: rescanned here where a parameter changed,
+    // as their ExecProcNode would)
+    PlanState *t = static_cast<PlanState *>(linitial(fs->css.custom_ps));
+    if (t->chgParam) ExecReScan(t);
+    if (fs->node->css.ss.ps.chgParam) ExecReScan(&fs->node->css.ss.ps);
     Instrumentation *instr = fs->node->css.ss.ps.instrument;
     if (instr) InstrStartNode(instr);
     bool built = EnsureBuilt(fs->node);

@@ -503,6 +503,11 @@ SELECT same_answer($$SELECT q.i, cb.j, sum((q.val + 1) * cb.val) AS v FROM (SELE
                      JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
 SELECT same_answer($$SELECT q.i, cb.j, sum(q.v * cb.val) AS v FROM (SELECT i, k, val * 2 AS v FROM ca OFFSET 0) q
                      JOIN cb ON q.k = cb.k GROUP BY q.i, cb.j$$);
+-- ... rescanned with a changed parameter inside the fence (a correlated
+-- subquery): the Subquery Scan that never runs is rescanned all the same,
+-- and rescans its plan (a sort, which would stay at its end otherwise).
+SELECT same_answer($$SELECT o.i, (SELECT sum(q.val * cb.val) FROM (SELECT val, k, i FROM ca WHERE ca.i <= o.i ORDER BY i
+                     OFFSET 0) q JOIN cb ON q.k = cb.k) AS v FROM generate_series(1, 3) o(i)$$);
 RESET ddx.contraction;
 
 -- float4: sum(float4) of float4mul adds in float4 as PostgreSQL does, each
@@ -645,12 +650,21 @@ SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i::int8 AS i, cb.
 SELECT same_answer($$SELECT t.i, t.j, t.v FROM (SELECT q.t AS i, k.t AS j, sum(q.val * k.val) AS v FROM cq q JOIN cq k
                      ON k.j = q.j AND k.t <= q.t GROUP BY q.t, k.t) t JOIN (SELECT a.t AS i, b.t AS j FROM cq a, cq b
                      WHERE a.j = 1 AND b.j = 2) f ON f.i = t.i AND f.j = t.j$$);
--- Rescanned with a changed parameter (LATERAL), and past work_mem, where
--- the contraction hands over to PostgreSQL's aggregate and the join runs
+-- Rescanned with a changed parameter (LATERAL: a lateral subquery keeps
+-- PostgreSQL's join; a correlated one: the node and the contraction below
+-- it computed again for each row), and past work_mem, where the
+-- contraction hands over to PostgreSQL's aggregate and the join runs
 -- PostgreSQL's plan.
 SELECT same_answer($$SELECT c.k, s.i, s.j, s.v FROM (VALUES (1), (3)) c(k) CROSS JOIN LATERAL (SELECT f.i, f.j, t.v
                      FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.k <> c.k
                      GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) s$$);
+SELECT same_answer($$SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                     JOIN cb ON ca.k = cb.k WHERE ca.k <> o.i GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) AS v
+                     FROM generate_series(1, 3) o(i)$$);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
+                    JOIN cb ON ca.k = cb.k WHERE ca.k <> o.i GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j)
+                    FROM generate_series(1, 3) o(i);
 SET work_mem = '64kB';
 SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * abs(cb.val)) AS v FROM cbig ca
                      JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
