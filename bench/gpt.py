@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The GPT of examples/gpt: forward, backward and AdamW step, beside PyTorch.
 
-    bench/gpt.py [repeats] [--small] [--no-bias] [--drift STEPS] [--node STEPS] [--retain ROUNDS]
+    bench/gpt.py [repeats] [--small] [--no-bias] [--drift STEPS] [--node STEPS] [--fill STEPS] [--retain ROUNDS]
 
 For each size (the demo's, examples/gpt/train.sql: 1 layer, 2 heads, 32
 channels, context 16, batch 8 (16 channels and batch 4 before 2026-12-05);
@@ -25,7 +25,8 @@ With --node N (alone): at the first size, the step with the contraction node on 
 off side by side: two sessions (ddx.contraction = all, off), each its own
 training run, N steps each taken in turn; the median step (wall) and the
 mean CPU time of each backend, and their ratios. (This machine's speed drifts
-by a quarter over minutes: only steps taken in turn compare.)
+by a quarter over minutes: only steps taken in turn compare.) With --fill N
+(alone): the same with ddx.contraction_fill on and off (Custom Scan (ddx fill)).
 With --retain N (alone): at the first size and at 1 layer, 4 heads, 32 channels,
 context 32, batch 16, the gradient statement and the AdamW step in two
 sessions, ddx.retain_memory = 0 and its default, N rounds in turn: medians
@@ -42,12 +43,13 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import test_gpt as tg  # noqa: E402
-from common import interleaved, node_session  # noqa: E402
+from common import interleaved  # noqa: E402
 
 DB = "ddx_bench_gpt"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 DRIFT = int(sys.argv[sys.argv.index("--drift") + 1]) if "--drift" in sys.argv else 0
 NODE = int(sys.argv[sys.argv.index("--node") + 1]) if "--node" in sys.argv else 0
+FILL = int(sys.argv[sys.argv.index("--fill") + 1]) if "--fill" in sys.argv else 0
 RETAIN = int(sys.argv[sys.argv.index("--retain") + 1]) if "--retain" in sys.argv else 0
 SMALL = "--small" in sys.argv  # the first size only
 BIAS = "--no-bias" not in sys.argv
@@ -173,15 +175,21 @@ def backend_cpu_ms(pid):
     return (int(f[11]) + int(f[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
-def node_on_off(steps):
+def on_off(steps, what, settings):
+    """The AdamW step at the first size in two sessions, each with its
+    settings and its own training run, `steps` steps each taken in turn:
+    the median step (wall) and the mean CPU time of each backend."""
     conn = psycopg2.connect(dbname=DB)
     conn.autocommit = True
     setup(conn, SIZES[0], steps + 10)
     sessions = []
-    for setting in ("all", "off"):
-        cur = node_session(DB, setting)
+    for name, sql in settings:
+        c = psycopg2.connect(dbname=DB)
+        c.autocommit = True
+        cur = c.cursor()
+        cur.execute(sql)
         cur.execute("SELECT pg_backend_pid()")
-        sessions.append((cur, cur.fetchone()[0], STEP_SQL.replace("'bench'", f"'bench {setting}'")))
+        sessions.append((cur, cur.fetchone()[0], STEP_SQL.replace("'bench'", f"'bench {name}'")))
     wall, cpu = ([], []), ([], [])
     for i in range(steps + 2):  # (the first two: programs built, plans made)
         for k, (cur, pid, sql) in enumerate(sessions):
@@ -192,7 +200,7 @@ def node_on_off(steps):
                 cpu[k].append(backend_cpu_ms(pid) - c0)
     on, off = statistics.median(wall[0]), statistics.median(wall[1])
     con, coff = statistics.mean(cpu[0]), statistics.mean(cpu[1])
-    print(f"{SIZES[0]}: AdamW step, node on / off, {steps} steps each in turn: median {on:.0f} / {off:.0f} ms "
+    print(f"{SIZES[0]}: AdamW step, {what} on / off, {steps} steps each in turn: median {on:.0f} / {off:.0f} ms "
           f"({off / on:.2f}x), backend CPU {con:.0f} / {coff:.0f} ms ({coff / con:.2f}x)", flush=True)
 
 
@@ -222,7 +230,11 @@ def main():
         subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-c", "CREATE EXTENSION IF NOT EXISTS ddx",
                         "-f", os.path.join(HERE, "..", "examples", "gpt", f)], check=True, capture_output=True)
     if NODE:  # (only the comparison)
-        node_on_off(NODE)
+        on_off(NODE, "node", [("all", "SET ddx.contraction = 'all'"), ("off", "SET ddx.contraction = 'off'")])
+        return
+    if FILL:
+        on_off(FILL, "ddx fill", [("fill", "SET ddx.contraction_fill = on"),
+                                  ("no fill", "SET ddx.contraction_fill = off")])
         return
     if RETAIN:
         retain_on_off(RETAIN)
