@@ -213,6 +213,29 @@ void InitGroupKeys(State *st, const ContractionPlan &plan) {
   }
 }
 
+}  // namespace
+
+const AttrNumber *PickedColumns(SubqueryScanState *sq) {
+  if (sq->ss.ps.qual) return nullptr;
+  SubqueryScan *plan = reinterpret_cast<SubqueryScan *>(sq->ss.ps.plan);
+  List *tl = plan->scan.plan.targetlist;
+  AttrNumber *map = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (list_length(tl) + 1)));
+  int i = 0;
+  ListCell *lc;
+  foreach (lc, tl) {
+    Expr *x = lfirst_node(TargetEntry, lc)->expr;
+    if (!IsA(x, Var) || static_cast<Index>(castNode(Var, x)->varno) != plan->scan.scanrelid ||
+        castNode(Var, x)->varattno <= 0 || castNode(Var, x)->varlevelsup != 0) {
+      pfree(map);
+      return nullptr;
+    }
+    map[i++] = castNode(Var, x)->varattno;
+  }
+  return map;
+}
+
+namespace {
+
 // Expressions that read only their child's columns (Exprs::direct) read
 // the subplan's instead: the child's column a is the subplan's map[a - 1].
 void Remap(Exprs *e, const AttrNumber *map) {
@@ -242,21 +265,11 @@ void ReadThrough(State *st) {
     st->through[side] = false;
     Exprs *es[3] = {side == kBuild ? &st->bkeys : &st->pkeys, side == kBuild ? &st->bfactors : &st->pfactors,
                     &st->gx[side]};
-    if (!IsA(child, SubqueryScanState) || child->qual || (side == kBuild && st->lazy)) continue;
+    if (!IsA(child, SubqueryScanState) || (side == kBuild && st->lazy)) continue;
     bool ok = true;
     for (Exprs *e : es) ok = ok && e->direct;
-    SubqueryScan *sq = reinterpret_cast<SubqueryScan *>(child->plan);
-    List *tl = sq->scan.plan.targetlist;
-    AttrNumber *map = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (list_length(tl) + 1)));
-    int i = 0;
-    ListCell *lc;
-    foreach (lc, tl) {
-      Expr *x = lfirst_node(TargetEntry, lc)->expr;
-      ok = ok && IsA(x, Var) && static_cast<Index>(castNode(Var, x)->varno) == sq->scan.scanrelid &&
-           castNode(Var, x)->varattno > 0 && castNode(Var, x)->varlevelsup == 0;
-      if (ok) map[i++] = castNode(Var, x)->varattno;
-    }
-    if (!ok) continue;
+    const AttrNumber *map = ok ? PickedColumns(reinterpret_cast<SubqueryScanState *>(child)) : nullptr;
+    if (!map) continue;
     for (Exprs *e : es) Remap(e, map);
     st->input[side] = reinterpret_cast<SubqueryScanState *>(child)->subplan;
     st->through[side] = true;

@@ -139,6 +139,10 @@ bool Build(State *st);
 // The groups built (Build), or PostgreSQL's plan taken over (FallBack):
 // true where the groups are there to read (exec.cpp).
 bool EnsureBuilt(State *st);
+// Where a Subquery Scan only picks columns of its subplan (no condition,
+// each column a Var of the subplan's): its column c is the subplan's
+// map[c - 1]; else nullptr (exec.cpp).
+const AttrNumber *PickedColumns(SubqueryScanState *sq);
 // The node's row of the group `at` (none: the row of a plain aggregate
 // that joined no pair), as Exec returns it: projected, numbered.
 TupleTableSlot *GroupRow(State *st, uint32 at, bool none);

@@ -3,9 +3,10 @@
 // (the second child) finds its group by its key columns' ids in the node's
 // key tables, and the row of t that PostgreSQL's join would pair it with is
 // the node's row of that group, through the Subquery Scan's projection. The
-// join's clauses are checked on every row returned. Where there is no such
-// node below (a plan shaped otherwise) or it ran out of memory, PostgreSQL's
-// join, the third child, runs instead, before any row is returned.
+// join's clauses that the lookup does not test are checked on each row it
+// finds. Where there is no such node below (a plan shaped otherwise) or it
+// ran out of memory, PostgreSQL's join, the third child, runs instead,
+// before any row is returned.
 #include "exec.h"
 #include "fill.h"
 
@@ -25,14 +26,14 @@ namespace {
 
 struct FillState {
   CustomScanState css;
-  int nt, ng;             // t's columns; the group keys
-  AttrNumber *fatt;       // per group key: its column of the fill
-  AttrNumber fmax;        // the highest of them
-  int nscan;              // the scan tuple's columns
-  AttrNumber *fbmap;      // per scan column: the fallback's column with it, 0 none (not read above)
-  State *node;            // the contraction node below t, or nullptr
-  SubqueryScanState *sq;  // the Subquery Scan between, or nullptr
-  AttrNumber *tmap;       // where it only picks columns: t's column c is the node's tmap[c]
+  int nt, ng;              // t's columns; the group keys
+  AttrNumber *fatt;        // per group key: its column of the fill
+  AttrNumber fmax;         // the highest of them
+  int nscan;               // the scan tuple's columns
+  AttrNumber *fbmap;       // per scan column: the fallback's column with it, 0 none (not read above)
+  State *node;             // the contraction node below t, or nullptr
+  SubqueryScanState *sq;   // the Subquery Scan between, or nullptr
+  const AttrNumber *tmap;  // where it only picks columns: t's column c is the node's tmap[c]
   PlanState *fallback;
   MemoryContext cxt;
   bool started, fellback;
@@ -98,21 +99,7 @@ void FillBegin(CustomScanState *node, EState *estate, int eflags) {
   }
   // (a Subquery Scan that only picks columns: they are read, not projected,
   // as ReadThrough reads a side of the contraction node)
-  fs->tmap = nullptr;
-  if (fs->sq && fs->sq->ss.ps.ps_ProjInfo) {
-    SubqueryScan *sqp = reinterpret_cast<SubqueryScan *>(fs->sq->ss.ps.plan);
-    AttrNumber *map = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (fs->nt + 1)));
-    bool ok = list_length(sqp->scan.plan.targetlist) == fs->nt;
-    int i = 0;
-    ListCell *lc;
-    foreach (lc, sqp->scan.plan.targetlist) {
-      Expr *x = lfirst_node(TargetEntry, lc)->expr;
-      ok = ok && IsA(x, Var) && static_cast<Index>(castNode(Var, x)->varno) == sqp->scan.scanrelid &&
-           castNode(Var, x)->varattno > 0 && castNode(Var, x)->varlevelsup == 0;
-      if (ok) map[i++] = castNode(Var, x)->varattno;
-    }
-    if (ok) fs->tmap = map;
-  }
+  fs->tmap = fs->sq && fs->sq->ss.ps.ps_ProjInfo ? PickedColumns(fs->sq) : nullptr;
   for (int side = 0; side < 2; side++) {
     fs->kv[side] = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->ng + 1)));
     fs->kn[side] = static_cast<bool *>(palloc0(fs->ng + 1));
