@@ -373,8 +373,7 @@ TupleTableSlot *Exec(CustomScanState *node) {
 
 void End(CustomScanState *node) {
   State *st = reinterpret_cast<State *>(node);
-  ListCell *lc;
-  foreach (lc, node->custom_ps) ExecEndNode(static_cast<PlanState *>(lfirst(lc)));
+  EndChildren(node);
   MemoryContextDelete(st->cxt);
 }
 
@@ -386,19 +385,29 @@ void ReScan(CustomScanState *node) {
   st->emitted = false;
   st->rownum = 0;
   st->groups.n = 0;
+  // (a side read through never runs: rescanned now, so that it tells its
+  // subplan, ExecReScanSubqueryScan)
+  RescanChildren(node, st->through, 2);
+}
+
+void RescanChildren(CustomScanState *node, const bool *now, int nnow) {
   // custom_ps are not the node's lefttree/righttree, so ExecReScan has not
   // told them which parameters changed (execAmi.c): they are told here. A
-  // child told so is rescanned by its next ExecProcNode, except one read
-  // through (ReadThrough), which never runs: rescanned now, so that it
-  // tells its subplan (ExecReScanSubqueryScan).
+  // child told so is rescanned by its next ExecProcNode; one that never
+  // runs one, now.
   ListCell *lc;
-  int side = 0;
+  int i = 0;
   foreach (lc, node->custom_ps) {
     PlanState *child = static_cast<PlanState *>(lfirst(lc));
     if (node->ss.ps.chgParam) UpdateChangedParamSet(child, node->ss.ps.chgParam);
-    if (!child->chgParam || (side < 2 && st->through[side])) ExecReScan(child);
-    side++;
+    if (!child->chgParam || (i < nnow && now[i])) ExecReScan(child);
+    i++;
   }
+}
+
+void EndChildren(CustomScanState *node) {
+  ListCell *lc;
+  foreach (lc, node->custom_ps) ExecEndNode(static_cast<PlanState *>(lfirst(lc)));
 }
 
 }  // namespace ddx::pg::contraction

@@ -139,6 +139,11 @@ bool Build(State *st);
 // The groups built (Build), or PostgreSQL's plan taken over (FallBack):
 // true where the groups are there to read (exec.cpp).
 bool EnsureBuilt(State *st);
+// A custom node's children (custom_ps) rescanned, told which parameters
+// changed; now[i], the ith rescanned at once (one that never runs its own
+// ExecProcNode); and ended (exec.cpp).
+void RescanChildren(CustomScanState *node, const bool *now, int nnow);
+void EndChildren(CustomScanState *node);
 // Where a Subquery Scan only picks columns of its subplan (no condition,
 // each column a Var of the subplan's): its column c is the subplan's
 // map[c - 1]; else nullptr (exec.cpp).

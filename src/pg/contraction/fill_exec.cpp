@@ -262,8 +262,7 @@ TupleTableSlot *FillExec(CustomScanState *node) {
 
 void FillEnd(CustomScanState *node) {
   FillState *fs = reinterpret_cast<FillState *>(node);
-  ListCell *lc;
-  foreach (lc, node->custom_ps) ExecEndNode(static_cast<PlanState *>(lfirst(lc)));
+  EndChildren(node);
   MemoryContextDelete(fs->cxt);
 }
 
@@ -272,15 +271,9 @@ void FillReScan(CustomScanState *node) {
   MemoryContextReset(fs->cxt);
   fs->started = fs->fellback = false;
   fs->why = nullptr;
-  // (custom_ps are not the node's lefttree/righttree: told here which
-  // parameters changed, as the contraction node's ReScan does; t's rescan
-  // resets the contraction node below it)
-  ListCell *lc;
-  foreach (lc, node->custom_ps) {
-    PlanState *child = static_cast<PlanState *>(lfirst(lc));
-    if (node->ss.ps.chgParam) UpdateChangedParamSet(child, node->ss.ps.chgParam);
-    if (!child->chgParam) ExecReScan(child);
-  }
+  // (t's rescan resets the contraction node below it; where t was told of a
+  // changed parameter, Start rescans it)
+  RescanChildren(node, nullptr, 0);
 }
 
 void FillExplain(CustomScanState *node, List *, ExplainState *es) {
