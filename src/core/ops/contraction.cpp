@@ -180,7 +180,9 @@ class LeafTranspose {
           bound.insert({b->side, b->col}), binds = true;
           if (a->kind == ExprKind::Col && a->col >= 0) equated[a->col].push_back(b);
         }
-      once_ = once_ && binds;
+      // (a condition on L alone, the GPT's a1.l = 1 of a layer's rows,
+      // joins no row of L to more than one group)
+      if (o) once_ = once_ && binds;
       std::set<std::pair<int, int>> cs;
       CollectCols(c, cs);
       for (const auto &x : cs) {
