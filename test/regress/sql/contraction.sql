@@ -641,6 +641,10 @@ SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.v
 -- (t's columns computed from the node's: the Subquery Scan's projection)
 SELECT same_answer($$SELECT f.i, f.j, t.n AS w, t.v FROM (SELECT cb.j, ca.i, count(*) AS n, 2 * sum(ca.val * cb.val) + 1 AS v
                      FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+-- (the node's columns in another order than its keys and sums: read, not
+-- projected)
+SELECT same_answer($$SELECT t.i, t.j, f.w, t.v FROM (SELECT sum(ca.val * cb.val) AS v, cb.j, ca.i FROM ca
+                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
 -- Not every key bound, a key of another type: PostgreSQL's join.
 EXPLAIN (COSTS OFF) SELECT f.i, f.j, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i;
