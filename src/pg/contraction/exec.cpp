@@ -332,17 +332,7 @@ bool EnsureBuilt(State *st) {
 
 TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
   CustomScanState *node = &st->css;
-  TupleTableSlot *slot = GroupScanRow(st, at, none);
-  ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
-  if (!proj) return slot;
-  ExprContext *ec = node->ss.ps.ps_ExprContext;
-  ResetExprContext(ec);
-  ec->ecxt_scantuple = slot;
-  return ExecProject(proj);
-}
-
-TupleTableSlot *GroupScanRow(State *st, uint32 at, bool none) {
-  TupleTableSlot *slot = st->css.ss.ss_ScanTupleSlot;
+  TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
   KeysToSlot(st, slot, none ? 0 : st->groups.ida[at], none ? 0 : st->groups.idb[at]);
   for (int o = 0; o < st->nout; o++) {
     const Accumulator &a = st->accs[o];
@@ -354,23 +344,13 @@ TupleTableSlot *GroupScanRow(State *st, uint32 at, bool none) {
     slot->tts_isnull[st->ng + st->nout] = false;
     slot->tts_values[st->ng + st->nout] = Int64GetDatum(++st->rownum);
   }
-  return ExecStoreVirtualTuple(slot);
-}
-
-const AttrNumber *ProjectedColumns(State *st) {
-  List *tl = st->css.ss.ps.plan->targetlist;
-  AttrNumber *map = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (list_length(tl) + 1)));
-  int i = 0;
-  ListCell *lc;
-  foreach (lc, tl) {
-    Expr *x = lfirst_node(TargetEntry, lc)->expr;
-    if (!IsA(x, Var) || castNode(Var, x)->varno != INDEX_VAR || castNode(Var, x)->varattno <= 0) {
-      pfree(map);
-      return nullptr;
-    }
-    map[i++] = castNode(Var, x)->varattno;
-  }
-  return map;
+  ExecStoreVirtualTuple(slot);
+  ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
+  if (!proj) return slot;
+  ExprContext *ec = node->ss.ps.ps_ExprContext;
+  ResetExprContext(ec);
+  ec->ecxt_scantuple = slot;
+  return ExecProject(proj);
 }
 
 TupleTableSlot *Exec(CustomScanState *node) {

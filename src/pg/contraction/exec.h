@@ -151,11 +151,6 @@ const AttrNumber *PickedColumns(SubqueryScanState *sq);
 // The node's row of the group `at` (none: the row of a plain aggregate
 // that joined no pair), as Exec returns it: projected, numbered.
 TupleTableSlot *GroupRow(State *st, uint32 at, bool none);
-// The same row before the node's projection: its scan tuple (keys, sums,
-// the row number); and, where the node's target list only picks columns of
-// it, the scan tuple's column of each output column (else nullptr).
-TupleTableSlot *GroupScanRow(State *st, uint32 at, bool none);
-const AttrNumber *ProjectedColumns(State *st);
 
 }  // namespace ddx::pg::contraction
 

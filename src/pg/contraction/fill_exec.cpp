@@ -34,7 +34,6 @@ struct FillState {
   State *node;             // the contraction node below t, or nullptr
   SubqueryScanState *sq;   // the Subquery Scan between, or nullptr
   const AttrNumber *tmap;  // where it only picks columns: t's column c is the node's tmap[c]
-  const AttrNumber *cmap;  // where neither projects but picks: t's column c is the node's scan column cmap[c]
   PlanState *fallback;
   MemoryContext cxt;
   bool started, fellback;
@@ -101,21 +100,6 @@ void FillBegin(CustomScanState *node, EState *estate, int eflags) {
   // (a Subquery Scan that only picks columns: they are read, not projected,
   // as ReadThrough reads a side of the contraction node)
   fs->tmap = fs->sq && fs->sq->ss.ps.ps_ProjInfo ? PickedColumns(fs->sq) : nullptr;
-  // (and where the node's own target list only picks columns of its scan
-  // tuple too, t's row is read from that, with neither projection run)
-  fs->cmap = nullptr;
-  if (fs->node) {
-    bool nid = !fs->node->css.ss.ps.ps_ProjInfo, tid = !fs->sq || !fs->sq->ss.ps.ps_ProjInfo;
-    const AttrNumber *nmap = nid ? nullptr : ProjectedColumns(fs->node);
-    if ((nid || nmap) && (tid || fs->tmap)) {
-      AttrNumber *c = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (fs->nt + 1)));
-      for (int i = 0; i < fs->nt; i++) {
-        AttrNumber a = tid ? static_cast<AttrNumber>(i + 1) : fs->tmap[i];
-        c[i] = nid ? a : nmap[a - 1];
-      }
-      fs->cmap = c;
-    }
-  }
   for (int side = 0; side < 2; side++) {
     fs->kv[side] = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->ng + 1)));
     fs->kn[side] = static_cast<bool *>(palloc0(fs->ng + 1));
@@ -246,9 +230,8 @@ TupleTableSlot *FillExec(CustomScanState *node) {
     int32 ida = SideId(fs, 0), idb = ida < 0 ? -1 : SideId(fs, 1);
     int32 at = idb < 0 ? -1 : FindGroup(fs, static_cast<uint32>(ida), static_cast<uint32>(idb));
     if (at < 0) continue;
-    TupleTableSlot *t =
-        fs->cmap ? GroupScanRow(st, static_cast<uint32>(at), false) : GroupRow(st, static_cast<uint32>(at), false);
-    if (!fs->cmap && fs->sq && fs->sq->ss.ps.ps_ProjInfo && !fs->tmap) {
+    TupleTableSlot *t = GroupRow(st, static_cast<uint32>(at), false);
+    if (fs->sq && fs->sq->ss.ps.ps_ProjInfo && !fs->tmap) {
       ExprContext *tec = fs->sq->ss.ps.ps_ExprContext;
       ResetExprContext(tec);
       tec->ecxt_scantuple = t;
@@ -258,11 +241,10 @@ TupleTableSlot *FillExec(CustomScanState *node) {
     slot_getallattrs(f);
     ExecClearTuple(scan);
     int nf = f->tts_tupleDescriptor->natts;
-    const AttrNumber *map = fs->cmap ? fs->cmap : fs->tmap;
-    if (map) {
+    if (fs->tmap) {
       for (int c = 0; c < fs->nt; c++) {
-        scan->tts_values[c] = t->tts_values[map[c] - 1];
-        scan->tts_isnull[c] = t->tts_isnull[map[c] - 1];
+        scan->tts_values[c] = t->tts_values[fs->tmap[c] - 1];
+        scan->tts_isnull[c] = t->tts_isnull[fs->tmap[c] - 1];
       }
     } else {
       memcpy(scan->tts_values, t->tts_values, sizeof(Datum) * fs->nt);
