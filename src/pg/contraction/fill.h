@@ -13,6 +13,9 @@
 // one's group among the node's by its keys' ids: no row of the node is
 // formed or hashed (einfold's GradFold: the fill is the dense kernel's
 // natural output; ../shared/NOTES-dense.md).
+// t may also be a sum of such nodes' groups (a HashAggregate of
+// sum(float8) over an Append of them: the program's summed transposes), each
+// fill row's group looked up in every node and added in the Append's order.
 #pragma once
 #include "contraction.h"
 

@@ -2,8 +2,9 @@
 // node below its first child computes its groups; each row of the fill
 // (the second child) finds its group by its key columns' ids in the node's
 // key tables, and the row of t that PostgreSQL's join would pair it with is
-// the node's row of that group, through the Subquery Scan's projection. The
-// join's clauses that the lookup does not test are checked on each row it
+// the node's row of that group, through the Subquery Scan's projection
+// (where t is a sum of nodes, the HashAggregate's row that their rows of that
+// group add up to). The join's clauses that the lookup does not test are checked on each row it
 // finds. Where there is no such node below (a plan shaped otherwise) or it
 // ran out of memory, PostgreSQL's join, the third child, runs instead,
 // before any row is returned.
@@ -17,27 +18,23 @@ extern "C" {
 
 #include "access/parallel.h"
 #include "executor/instrument.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/fmgroids.h"
+#include "utils/float.h"
 }
 
 namespace ddx::pg::contraction {
 
 namespace {
 
-struct FillState {
-  CustomScanState css;
-  int nt, ng;              // t's columns; the group keys
-  AttrNumber *fatt;        // per group key: its column of the fill
-  AttrNumber fmax;         // the highest of them
-  int nscan;               // the scan tuple's columns
-  AttrNumber *fbmap;       // per scan column: the fallback's column with it, 0 none (not read above)
-  State *node;             // the contraction node below t, or nullptr
+// One contraction node whose groups the fill looks up: t's own, or an arm
+// of a sum.
+struct Arm {
+  State *node;
   SubqueryScanState *sq;   // the Subquery Scan between, or nullptr
-  const AttrNumber *tmap;  // where it only picks columns: t's column c is the node's tmap[c]
-  PlanState *fallback;
-  MemoryContext cxt;
-  bool started, fellback;
-  const char *why;  // why the fallback ran
+  const AttrNumber *tmap;  // where it only picks columns: its column c is the node's tmap[c]
+  int *key;                // per group key of the node: the key of t it is
   // The groups by their pair of ids: dense cells (ida * nb + idb), or an
   // open-addressed table of (ida << 32 | idb) + 1.
   uint32 nb;
@@ -48,6 +45,38 @@ struct FillState {
   const char *lookup;
   Datum *kv[2];
   bool *kn[2];
+};
+
+// Where t is a sum (SummedNodes): each column of the HashAggregate's row,
+// a key (the Append's column `col`) or a sum of one.
+struct SumColumn {
+  AttrNumber col;
+  bool sum;
+};
+
+struct FillState {
+  CustomScanState css;
+  int nt, nkeys;      // t's columns; its keys
+  AttrNumber *fatt;   // per key: its column of the fill
+  AttrNumber fmax;    // the highest of them
+  int nscan;          // the scan tuple's columns
+  AttrNumber *fbmap;  // per scan column: the fallback's column with it, 0 none (not read above)
+  bool sum;           // t is a sum of the arms' groups
+  int narms;
+  Arm *arms;  // (with their nodes where the plan has them, else found = false)
+  bool found;
+  // A sum: t's Subquery Scan over the HashAggregate (or nullptr) and its
+  // picked columns; the aggregate's row, and what each column of it is.
+  SubqueryScanState *tsq;
+  const AttrNumber *ttmap;
+  TupleTableSlot *aslot;
+  int nacol;
+  SumColumn *acols;
+  Datum *kv;  // per key: the fill row's value
+  PlanState *fallback;
+  MemoryContext cxt;
+  bool started, fellback;
+  const char *why;  // why the fallback ran
   double fill_rows;
 };
 
@@ -61,21 +90,97 @@ void InitFallback(FillState *fs) {
   MemoryContextSwitchTo(old);
 }
 
+// The contraction node that `p` is, through a Subquery Scan that only
+// passes or picks its columns (setrefs.c removes one that only passes
+// them), with `ng` group keys; false where it is not.
+bool FindNode(PlanState *p, int ng, Arm *arm) {
+  arm->sq = nullptr;
+  arm->node = nullptr;
+  if (IsA(p, SubqueryScanState) && !p->qual) {
+    arm->sq = reinterpret_cast<SubqueryScanState *>(p);
+    p = arm->sq->subplan;
+  }
+  if (!IsA(p, CustomScanState) || reinterpret_cast<CustomScanState *>(p)->methods != &kExecMethods) return false;
+  State *st = reinterpret_cast<State *>(p);
+  if (st->ng != ng || st->numbered) return false;
+  arm->node = st;
+  // (a Subquery Scan that only picks columns: they are read, not projected,
+  // as ReadThrough reads a side of the contraction node)
+  arm->tmap = arm->sq && arm->sq->ss.ps.ps_ProjInfo ? PickedColumns(arm->sq) : nullptr;
+  return true;
+}
+
+// Where t is a sum: its HashAggregate over an Append of the arms, each
+// column of its row a key or a sum(float8) of the Append's columns; the
+// arms' nodes. False where the plan is shaped otherwise.
+bool FindSum(FillState *fs, PlanState *t) {
+  fs->tsq = nullptr;
+  if (IsA(t, SubqueryScanState) && !t->qual) {
+    fs->tsq = reinterpret_cast<SubqueryScanState *>(t);
+    t = fs->tsq->subplan;
+  }
+  if (!IsA(t, AggState) || t->qual) return false;
+  Agg *agg = reinterpret_cast<Agg *>(t->plan);
+  if (agg->aggstrategy != AGG_HASHED || agg->aggsplit != AGGSPLIT_SIMPLE || agg->groupingSets ||
+      agg->numCols != fs->nkeys || !IsA(outerPlanState(t), AppendState))
+    return false;
+  AppendState *app = reinterpret_cast<AppendState *>(outerPlanState(t));
+  Append *ap = reinterpret_cast<Append *>(app->ps.plan);
+  if (ap->plan.parallel_aware || ap->first_partial_plan < app->as_nplans || app->as_nplans != fs->narms) return false;
+  fs->nacol = list_length(agg->plan.targetlist);
+  fs->acols = static_cast<SumColumn *>(palloc0(sizeof(SumColumn) * (fs->nacol + 1)));
+  int c = 0;
+  ListCell *lc;
+  foreach (lc, agg->plan.targetlist) {
+    Expr *e = lfirst_node(TargetEntry, lc)->expr;
+    if (IsA(e, Aggref)) {
+      Aggref *a = castNode(Aggref, e);
+      if (a->aggfnoid != F_SUM_FLOAT8 || a->aggfilter || a->aggdistinct || a->aggorder || list_length(a->args) != 1)
+        return false;
+      e = linitial_node(TargetEntry, a->args)->expr;
+      fs->acols[c].sum = true;
+    }
+    if (!IsA(e, Var) || castNode(Var, e)->varno != OUTER_VAR) return false;
+    fs->acols[c].col = castNode(Var, e)->varattno;
+    c++;
+  }
+  for (int k = 0; k < fs->narms; k++)
+    if (!FindNode(app->appendplans[k], fs->nkeys, &fs->arms[k])) return false;
+  fs->ttmap = fs->tsq && fs->tsq->ss.ps.ps_ProjInfo ? PickedColumns(fs->tsq) : nullptr;
+  fs->aslot = ExecInitExtraTupleSlot(fs->css.ss.ps.state, ExecGetResultType(t), &TTSOpsVirtual);
+  return true;
+}
+
 void FillBegin(CustomScanState *node, EState *estate, int eflags) {
   FillState *fs = reinterpret_cast<FillState *>(node);
   CustomScan *cs = reinterpret_cast<CustomScan *>(node->ss.ps.plan);
   List *priv = cs->custom_private;  // (PlanFill)
-  fs->nt = linitial_int(priv);
-  fs->ng = lsecond_int(priv);
-  fs->fatt = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (fs->ng + 1)));
+  int at = 0;
+  fs->nt = list_nth_int(priv, at++);
+  fs->nkeys = list_nth_int(priv, at++);
+  fs->fatt = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (fs->nkeys + 1)));
   fs->fmax = 0;
-  for (int g = 0; g < fs->ng; g++) {
-    fs->fatt[g] = static_cast<AttrNumber>(list_nth_int(priv, g + 2));
-    fs->fmax = Max(fs->fmax, fs->fatt[g]);
+  for (int k = 0; k < fs->nkeys; k++) {
+    fs->fatt[k] = static_cast<AttrNumber>(list_nth_int(priv, at++));
+    fs->fmax = Max(fs->fmax, fs->fatt[k]);
+  }
+  fs->kv = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->nkeys + 1)));
+  fs->sum = list_nth_int(priv, at++) != 0;
+  fs->narms = list_nth_int(priv, at++);
+  fs->arms = static_cast<Arm *>(palloc0(sizeof(Arm) * fs->narms));
+  for (int a = 0; a < fs->narms; a++) {
+    Arm *arm = &fs->arms[a];
+    arm->key = static_cast<int *>(palloc(sizeof(int) * (fs->nkeys + 1)));
+    for (int g = 0; g < fs->nkeys; g++) arm->key[g] = list_nth_int(priv, at++);
+    for (int side = 0; side < 2; side++) {
+      arm->kv[side] = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->nkeys + 1)));
+      arm->kn[side] = static_cast<bool *>(palloc0(fs->nkeys + 1));
+    }
+    arm->lookup = "none (not run)";
   }
   fs->nscan = list_length(cs->custom_scan_tlist);
   fs->fbmap = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (fs->nscan + 1)));
-  for (int c = 0; c < fs->nscan; c++) fs->fbmap[c] = static_cast<AttrNumber>(list_nth_int(priv, 2 + fs->ng + c));
+  for (int c = 0; c < fs->nscan; c++) fs->fbmap[c] = static_cast<AttrNumber>(list_nth_int(priv, at++));
   int child_flags = eflags & ~(EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK);
   PlanState *t = ExecInitNode(static_cast<Plan *>(linitial(cs->custom_plans)), estate, child_flags);
   PlanState *f = ExecInitNode(static_cast<Plan *>(lsecond(cs->custom_plans)), estate, child_flags);
@@ -85,94 +190,83 @@ void FillBegin(CustomScanState *node, EState *estate, int eflags) {
   // node's InitChildren says why)
   if (estate->es_instrument && (IsParallelWorker() || estate->es_plannedstmt->parallelModeNeeded)) InitFallback(fs);
   // The contraction node: t's child, or t itself where setrefs.c removed a
-  // Subquery Scan that only passed its rows on.
-  fs->sq = nullptr;
-  fs->node = nullptr;
-  PlanState *p = t;
-  if (IsA(p, SubqueryScanState) && !p->qual) {
-    fs->sq = reinterpret_cast<SubqueryScanState *>(p);
-    p = fs->sq->subplan;
-  }
-  if (IsA(p, CustomScanState) && reinterpret_cast<CustomScanState *>(p)->methods == &kExecMethods) {
-    State *st = reinterpret_cast<State *>(p);
-    if (st->ng == fs->ng && !st->numbered) fs->node = st;
-  }
-  // (a Subquery Scan that only picks columns: they are read, not projected,
-  // as ReadThrough reads a side of the contraction node)
-  fs->tmap = fs->sq && fs->sq->ss.ps.ps_ProjInfo ? PickedColumns(fs->sq) : nullptr;
-  for (int side = 0; side < 2; side++) {
-    fs->kv[side] = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->ng + 1)));
-    fs->kn[side] = static_cast<bool *>(palloc0(fs->ng + 1));
-  }
+  // Subquery Scan that only passed its rows on; for a sum, each arm's.
+  fs->found = fs->sum ? FindSum(fs, t) : fs->narms == 1 && FindNode(t, fs->nkeys, &fs->arms[0]);
   fs->cxt = AllocSetContextCreate(estate->es_query_cxt, "ddx fill", ALLOCSET_DEFAULT_SIZES);
   fs->started = fs->fellback = false;
   fs->why = nullptr;
-  fs->lookup = "none (not run)";
   fs->fill_rows = 0;
 }
 
-// The groups of the node by their ids (those its key conditions rejected
-// left out): dense cells where the pairs of ids are few for the groups,
-// else a hash table.
-void IndexGroups(FillState *fs) {
-  State *st = fs->node;
+// The groups of an arm's node by their ids (those its key conditions
+// rejected left out): dense cells where the pairs of ids are few for the
+// groups, else a hash table.
+void IndexGroups(FillState *fs, Arm *arm) {
+  State *st = arm->node;
   const GroupTable &g = st->groups;
   uint64 na = st->g[0].n, nb = st->g[1].n;
-  fs->nb = static_cast<uint32>(nb);
-  fs->cells = nullptr;
-  fs->hkeys = nullptr;
+  arm->nb = static_cast<uint32>(nb);
+  arm->cells = nullptr;
+  arm->hkeys = nullptr;
   if (na * nb <= Max(static_cast<uint64>(g.n) * 4, 1024)) {
-    fs->lookup = "dense";
-    fs->cells = static_cast<int32 *>(Alloc(fs->cxt, sizeof(int32) * na * nb));
-    memset(fs->cells, -1, sizeof(int32) * na * nb);
+    arm->lookup = "dense";
+    arm->cells = static_cast<int32 *>(Alloc(fs->cxt, sizeof(int32) * na * nb));
+    memset(arm->cells, -1, sizeof(int32) * na * nb);
     for (uint32 at = 0; at < g.n; at++)
-      if (g.ok[at]) fs->cells[static_cast<uint64>(g.ida[at]) * nb + g.idb[at]] = static_cast<int32>(at);
+      if (g.ok[at]) arm->cells[static_cast<uint64>(g.ida[at]) * nb + g.idb[at]] = static_cast<int32>(at);
     return;
   }
-  fs->lookup = "hash";
+  arm->lookup = "hash";
   uint32 ns = 1024;
   while (ns < static_cast<uint64>(g.n) * 2) ns *= 2;
-  fs->hslots = ns;
-  fs->hkeys = static_cast<uint64 *>(Alloc(fs->cxt, sizeof(uint64) * ns));
-  fs->hat = static_cast<uint32 *>(Alloc(fs->cxt, sizeof(uint32) * ns));
-  memset(fs->hkeys, 0, sizeof(uint64) * ns);
+  arm->hslots = ns;
+  arm->hkeys = static_cast<uint64 *>(Alloc(fs->cxt, sizeof(uint64) * ns));
+  arm->hat = static_cast<uint32 *>(Alloc(fs->cxt, sizeof(uint32) * ns));
+  memset(arm->hkeys, 0, sizeof(uint64) * ns);
   for (uint32 at = 0; at < g.n; at++) {
     if (!g.ok[at]) continue;
     uint64 key = ((static_cast<uint64>(g.ida[at]) << 32) | g.idb[at]) + 1;
     uint32 i = Mix64(key) & (ns - 1);
-    while (fs->hkeys[i]) i = (i + 1) & (ns - 1);
-    fs->hkeys[i] = key;
-    fs->hat[i] = at;
+    while (arm->hkeys[i]) i = (i + 1) & (ns - 1);
+    arm->hkeys[i] = key;
+    arm->hat[i] = at;
   }
 }
 
-int32 FindGroup(const FillState *fs, uint32 ida, uint32 idb) {
-  if (fs->cells) return fs->cells[static_cast<uint64>(ida) * fs->nb + idb];
+int32 FindGroup(const Arm *arm, uint32 ida, uint32 idb) {
+  if (arm->cells) return arm->cells[static_cast<uint64>(ida) * arm->nb + idb];
   uint64 key = ((static_cast<uint64>(ida) << 32) | idb) + 1;
-  uint32 mask = fs->hslots - 1;
-  for (uint32 i = Mix64(key) & mask; fs->hkeys[i]; i = (i + 1) & mask)
-    if (fs->hkeys[i] == key) return static_cast<int32>(fs->hat[i]);
+  uint32 mask = arm->hslots - 1;
+  for (uint32 i = Mix64(key) & mask; arm->hkeys[i]; i = (i + 1) & mask)
+    if (arm->hkeys[i] == key) return static_cast<int32>(arm->hat[i]);
   return -1;
 }
 
-// The node's groups built, timed as its own (EXPLAIN ANALYZE shows its time
-// and no rows: none is formed), and indexed; or the fallback chosen.
+// The nodes' groups built, each timed as its own (EXPLAIN ANALYZE shows
+// its time and no rows: none is formed), and indexed; or the fallback
+// chosen.
 void Start(FillState *fs) {
   fs->started = true;
-  if (!fs->node) {
-    fs->why = "no contraction node under the subquery";
+  if (!fs->found) {
+    fs->why = fs->sum ? "no sum of contraction nodes under the subquery" : "no contraction node under the subquery";
   } else {
-    // (t and the node never run: rescanned here where a parameter changed,
-    // as their ExecProcNode would)
+    // (t and the nodes never run: rescanned here where a parameter changed,
+    // as their ExecProcNode would; a sum's nodes lie under a HashAggregate
+    // and an Append that never run either, and are rescanned on the fill's
+    // rescan, FillReScan)
     PlanState *t = static_cast<PlanState *>(linitial(fs->css.custom_ps));
     if (t->chgParam) ExecReScan(t);
-    if (fs->node->css.ss.ps.chgParam) ExecReScan(&fs->node->css.ss.ps);
-    Instrumentation *instr = fs->node->css.ss.ps.instrument;
-    if (instr) InstrStartNode(instr);
-    bool built = EnsureBuilt(fs->node);
-    if (instr) InstrStopNode(instr, 0);
+    bool built = true;
+    for (int a = 0; a < fs->narms && built; a++) {
+      State *st = fs->arms[a].node;
+      if (st->css.ss.ps.chgParam) ExecReScan(&st->css.ss.ps);
+      Instrumentation *instr = st->css.ss.ps.instrument;
+      if (instr) InstrStartNode(instr);
+      built = EnsureBuilt(st);
+      if (instr) InstrStopNode(instr, 0);
+    }
     if (built) {
-      IndexGroups(fs);
+      for (int a = 0; a < fs->narms; a++) IndexGroups(fs, &fs->arms[a]);
       return;
     }
     fs->why = "the contraction's memory limit reached: PostgreSQL's join ran";
@@ -181,12 +275,80 @@ void Start(FillState *fs) {
   if (!fs->fallback) InitFallback(fs);
 }
 
-// The id of the fill row's keys in side `side`'s key table, or -1.
-int32 SideId(FillState *fs, int side) {
-  KeyTable *t = &fs->node->g[side];
+// The id of the arm's keys (kv) in side `side`'s key table, or -1.
+int32 SideId(Arm *arm, int side) {
+  KeyTable *t = &arm->node->g[side];
   if (t->nkeys == 0) return t->n > 0 ? 0 : -1;
   uint32 h, slot;
-  return KeyFind(t, fs->kv[side], fs->kn[side], &h, &slot);
+  return KeyFind(t, arm->kv[side], arm->kn[side], &h, &slot);
+}
+
+// The row of the arm's group that the fill row's keys (kv, kn per key of t)
+// find, as the arm's plan returns it (through its Subquery Scan), or
+// nullptr where it has no such group.
+TupleTableSlot *ArmRow(Arm *arm, const Datum *kv) {
+  State *st = arm->node;
+  for (int g = 0; g < st->ng; g++) {
+    arm->kv[st->gside[g]][st->gpos[g]] = kv[arm->key[g]];
+    arm->kn[st->gside[g]][st->gpos[g]] = false;
+  }
+  int32 ida = SideId(arm, 0), idb = ida < 0 ? -1 : SideId(arm, 1);
+  int32 at = idb < 0 ? -1 : FindGroup(arm, static_cast<uint32>(ida), static_cast<uint32>(idb));
+  if (at < 0) return nullptr;
+  TupleTableSlot *t = GroupRow(st, static_cast<uint32>(at), false);
+  if (arm->sq && arm->sq->ss.ps.ps_ProjInfo && !arm->tmap) {
+    ExprContext *tec = arm->sq->ss.ps.ps_ExprContext;
+    ResetExprContext(tec);
+    tec->ecxt_scantuple = t;
+    t = ExecProject(arm->sq->ss.ps.ps_ProjInfo);
+  }
+  slot_getallattrs(t);
+  return t;
+}
+
+// Column c of an arm's row (ArmRow).
+inline Datum ArmValue(const Arm *arm, TupleTableSlot *t, AttrNumber c, bool *isnull) {
+  if (arm->tmap) c = arm->tmap[c - 1];
+  *isnull = t->tts_isnull[c - 1];
+  return t->tts_values[c - 1];
+}
+
+// Where t is a sum: the HashAggregate's row of the fill row's group, each
+// key from the first arm that has the group, each sum(float8) over the arms
+// in the Append's order, as the aggregate adds its input rows (float8pl,
+// NULLs skipped; its errors); nullptr where no arm has it.
+TupleTableSlot *SumRow(FillState *fs, const Datum *kv) {
+  TupleTableSlot *r = fs->aslot;
+  ExecClearTuple(r);
+  bool any = false;
+  for (int a = 0; a < fs->narms; a++) {
+    Arm *arm = &fs->arms[a];
+    TupleTableSlot *t = ArmRow(arm, kv);
+    if (!t) continue;
+    for (int c = 0; c < fs->nacol; c++) {
+      bool isnull;
+      Datum v = ArmValue(arm, t, fs->acols[c].col, &isnull);
+      if (!any) {
+        r->tts_values[c] = v;
+        r->tts_isnull[c] = isnull;
+      } else if (fs->acols[c].sum && !isnull) {
+        r->tts_values[c] =
+            r->tts_isnull[c] ? v : Float8GetDatum(float8_pl(DatumGetFloat8(r->tts_values[c]), DatumGetFloat8(v)));
+        r->tts_isnull[c] = false;
+      }
+    }
+    any = true;
+  }
+  if (!any) return nullptr;
+  ExecStoreVirtualTuple(r);
+  if (fs->tsq && fs->tsq->ss.ps.ps_ProjInfo && !fs->ttmap) {
+    ExprContext *tec = fs->tsq->ss.ps.ps_ExprContext;
+    ResetExprContext(tec);
+    tec->ecxt_scantuple = r;
+    r = ExecProject(fs->tsq->ss.ps.ps_ProjInfo);
+    slot_getallattrs(r);
+  }
+  return r;
 }
 
 TupleTableSlot *FillExec(CustomScanState *node) {
@@ -211,8 +373,8 @@ TupleTableSlot *FillExec(CustomScanState *node) {
     ec->ecxt_scantuple = scan;
     return ExecProject(proj);
   }
-  State *st = fs->node;
   PlanState *fill = static_cast<PlanState *>(lsecond(node->custom_ps));
+  Datum *kv = fs->kv;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     TupleTableSlot *f = ExecProcNode(fill);
@@ -220,31 +382,29 @@ TupleTableSlot *FillExec(CustomScanState *node) {
     fs->fill_rows++;
     slot_getsomeattrs(f, fs->fmax);
     bool null = false;
-    for (int g = 0; g < fs->ng && !null; g++) {
-      int a = fs->fatt[g] - 1;
+    for (int k = 0; k < fs->nkeys && !null; k++) {
+      int a = fs->fatt[k] - 1;
       null = f->tts_isnull[a];  // (= is false for it: no group)
-      fs->kv[st->gside[g]][st->gpos[g]] = f->tts_values[a];
-      fs->kn[st->gside[g]][st->gpos[g]] = false;
+      kv[k] = f->tts_values[a];
     }
     if (null) continue;
-    int32 ida = SideId(fs, 0), idb = ida < 0 ? -1 : SideId(fs, 1);
-    int32 at = idb < 0 ? -1 : FindGroup(fs, static_cast<uint32>(ida), static_cast<uint32>(idb));
-    if (at < 0) continue;
-    TupleTableSlot *t = GroupRow(st, static_cast<uint32>(at), false);
-    if (fs->sq && fs->sq->ss.ps.ps_ProjInfo && !fs->tmap) {
-      ExprContext *tec = fs->sq->ss.ps.ps_ExprContext;
-      ResetExprContext(tec);
-      tec->ecxt_scantuple = t;
-      t = ExecProject(fs->sq->ss.ps.ps_ProjInfo);
+    TupleTableSlot *t;
+    const AttrNumber *tmap;
+    if (fs->sum) {
+      t = SumRow(fs, kv);
+      tmap = fs->ttmap;
+    } else {
+      t = ArmRow(&fs->arms[0], kv);
+      tmap = fs->arms[0].tmap;
     }
-    slot_getallattrs(t);
+    if (!t) continue;
     slot_getallattrs(f);
     ExecClearTuple(scan);
     int nf = f->tts_tupleDescriptor->natts;
-    if (fs->tmap) {
+    if (tmap) {
       for (int c = 0; c < fs->nt; c++) {
-        scan->tts_values[c] = t->tts_values[fs->tmap[c] - 1];
-        scan->tts_isnull[c] = t->tts_isnull[fs->tmap[c] - 1];
+        scan->tts_values[c] = t->tts_values[tmap[c] - 1];
+        scan->tts_isnull[c] = t->tts_isnull[tmap[c] - 1];
       }
     } else {
       memcpy(scan->tts_values, t->tts_values, sizeof(Datum) * fs->nt);
@@ -274,11 +434,16 @@ void FillReScan(CustomScanState *node) {
   // (t's rescan resets the contraction node below it; where t was told of a
   // changed parameter, Start rescans it)
   RescanChildren(node, nullptr, 0);
+  // (a sum's nodes: the HashAggregate above them, never run, returns from
+  // its rescan at once, ExecReScanAgg, and its Append never hears of it)
+  if (fs->sum && fs->found)
+    for (int a = 0; a < fs->narms; a++) ExecReScan(&fs->arms[a].node->css.ss.ps);
 }
 
 void FillExplain(CustomScanState *node, List *, ExplainState *es) {
   FillState *fs = reinterpret_cast<FillState *>(node);
-  ExplainPropertyInteger("Fill Keys", nullptr, fs->ng, es);
+  ExplainPropertyInteger("Fill Keys", nullptr, fs->nkeys, es);
+  if (fs->sum) ExplainPropertyInteger("Summed Contractions", nullptr, fs->narms, es);
   if (!es->analyze) return;
   if (fs->fellback) {
     ExplainPropertyText("Fell Back", fs->why, es);
@@ -286,7 +451,10 @@ void FillExplain(CustomScanState *node, List *, ExplainState *es) {
     ExplainPropertyText("Ran In", "parallel workers, whose counts are not shown", es);
   } else {
     ExplainPropertyFloat("Fill Rows", nullptr, fs->fill_rows, 0, es);
-    ExplainPropertyText("Group Lookup", fs->lookup, es);
+    StringInfoData lookup;
+    initStringInfo(&lookup);
+    for (int a = 0; a < fs->narms; a++) appendStringInfo(&lookup, "%s%s", a ? ", " : "", fs->arms[a].lookup);
+    ExplainPropertyText("Group Lookup", lookup.data, es);
   }
 }
 

@@ -686,6 +686,125 @@ SELECT line FROM explain_analyzed($$SELECT f.i, t.v FROM (SELECT ca.i, cb.j, sum
                                     JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$) line
 WHERE line ~ 'ddx|Single Copy';
 SELECT force_parallel('off');
+-- A sum of contractions joined back (a program's summed transposes: a
+-- HashAggregate of sum(float8) over an Append of nodes): each fill row's
+-- group looked up in each node and summed in the Append's order, as the
+-- aggregate adds its rows. Groups in some arms only, arms that group by
+-- their keys in another order, a sum that is NULL in one arm, a correlated
+-- subquery (the nodes computed again for each row). The same rows as
+-- PostgreSQL's plan, and bit for bit those of the node with PostgreSQL's
+-- join (fill off).
+CREATE FUNCTION same_as_unfilled(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text; used boolean := false; n_on bigint; bad bigint;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    used := used OR line LIKE '%Summed Contractions%';
+  END LOOP;
+  EXECUTE format('CREATE TEMP TABLE r_on AS SELECT to_jsonb(q)::text AS r FROM (%s) q', q);
+  SET LOCAL ddx.contraction_fill = off;
+  EXECUTE format('CREATE TEMP TABLE r_off AS SELECT to_jsonb(q)::text AS r FROM (%s) q', q);
+  SELECT count(*) INTO n_on FROM r_on;
+  SELECT count(*) INTO bad FROM (SELECT r, count(*) FROM r_on GROUP BY r) a
+    FULL JOIN (SELECT r, count(*) FROM r_off GROUP BY r) b USING (r, count) WHERE a.r IS NULL OR b.r IS NULL;
+  DROP TABLE r_on, r_off;
+  RETURN format('sum %s, %s rows, %s', CASE WHEN used THEN 'filled' ELSE 'not filled' END, n_on,
+                CASE WHEN bad = 0 THEN 'identical' ELSE 'DIFFERENT' END);
+END $$;
+CREATE TABLE cc (k int, j text, val float8);
+INSERT INTO cc SELECT k, 'j' || j, 1 / (k + j + 0.5) FROM generate_series(1, 12) k, generate_series(2, 6) j;
+INSERT INTO cc VALUES (3, 'j2', NULL);
+ANALYZE cc;
+SET ddx.contraction = 'all';
+SELECT line FROM explain_analyzed($$SELECT f.i, f.j, f.w * t.v AS v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$) line
+WHERE line ~ 'ddx|Summed|Group Lookup|Fill|Hash|Append';
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j UNION ALL
+    SELECT ca.i, cb.j, sum(exp(ca.val) * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i < 150
+    GROUP BY cb.j, ca.i) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_as_unfilled($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j UNION ALL
+    SELECT ca.i, cb.j, sum(exp(ca.val) * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.i < 150
+    GROUP BY cb.j, ca.i) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+-- (two sums, t's columns in another order; an arm whose sum is NULL where
+-- its products all are)
+SELECT same_as_unfilled($$SELECT f.i, f.j, t.w, t.v FROM (SELECT sum(u.w) AS w, u.j, sum(u.v) AS v, u.i FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v, sum(ca.val * ca.val * cb.val) AS w FROM ca JOIN cb ON ca.k = cb.k
+    GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(CASE WHEN ca.i > 200 THEN NULL ELSE ca.val END * cc.val) AS v,
+    sum(ca.val * cc.val) AS w FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_answer($$SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.k <> o.i
+    GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k WHERE cc.k <> o.i + 1
+    GROUP BY ca.i, cc.j) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) AS v
+    FROM generate_series(1, 3) o(i)$$);
+SELECT same_as_unfilled($$SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k WHERE ca.k <> o.i
+    GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k WHERE cc.k <> o.i + 1
+    GROUP BY ca.i, cc.j) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) AS v
+    FROM generate_series(1, 3) o(i)$$);
+-- A sum that leaves float8's range: the aggregate's error (float8pl's),
+-- with the fill and without.
+CREATE TABLE cov (k int, val float8);
+INSERT INTO cov VALUES (1, 1e308), (2, 1);
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT f.k, t.v FROM (SELECT u.k, sum(u.v) AS v FROM (
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k UNION ALL
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k) u
+    GROUP BY u.k) t JOIN cav1 f ON f.k = t.k;
+SELECT f.k, t.v FROM (SELECT u.k, sum(u.v) AS v FROM (
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k UNION ALL
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k) u
+    GROUP BY u.k) t JOIN cav1 f ON f.k = t.k;
+SET ddx.contraction_fill = off;
+SELECT f.k, t.v FROM (SELECT u.k, sum(u.v) AS v FROM (
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k UNION ALL
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k) u
+    GROUP BY u.k) t JOIN cav1 f ON f.k = t.k;
+RESET ddx.contraction_fill;
+-- (the fill adds the arms of the groups it looks up, PostgreSQL's aggregate
+-- those of every group: without the group that overflows, the fill has no
+-- error where PostgreSQL's plan has one)
+SELECT f.k, t.v FROM (SELECT u.k, sum(u.v) AS v FROM (
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k UNION ALL
+    SELECT cov.k, sum(cov.val * cav1.val) AS v FROM cov JOIN cav1 ON cov.k = cav1.k GROUP BY cov.k) u
+    GROUP BY u.k) t JOIN cav1 f ON f.k = t.k WHERE f.k > 1;
+-- Not a sum of contractions alone: another aggregate, a HAVING, an arm
+-- that is no contraction: PostgreSQL's join.
+SELECT same_as_unfilled($$SELECT f.i, f.j, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v, count(*) AS n FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_as_unfilled($$SELECT f.i, f.j, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j HAVING sum(u.v) > 0) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SELECT same_as_unfilled($$SELECT f.i, f.j, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT cf.i, cf.j, cf.w AS v FROM cf) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SET ddx.contraction = 'all';
+-- In a parallel worker.
+SELECT force_parallel('on');
+SELECT same_as_unfilled($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$);
+SET ddx.contraction = 'all';
+SELECT line FROM explain_analyzed($$SELECT f.i, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j$$) line
+WHERE line ~ 'ddx|Single Copy|Summed';
+SELECT force_parallel('off');
 -- ddx.contraction_fill = off: the contraction node, then PostgreSQL's join.
 SET ddx.contraction_fill = off;
 EXPLAIN (COSTS OFF) SELECT f.i, f.j, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca
