@@ -188,10 +188,23 @@ def twin(L, H, C, T, B, steps=5, bias=True):
                 if e > TOL:
                     print(f"  step {it + 1} {n}: {e:.1e} (largest {np.max(np.abs(theirs)):.1e})")
                 worst = max(worst, e)
-    ok = worst <= TOL and clipped > 0
+    # gpt.val_loss (the forward on the validation windows, its grouped sums
+    # on the contraction node) against the twin's loss on the same windows
+    rows = psql("SELECT b, t, tok, tgt FROM gpt.batches WHERE step = 0 ORDER BY b, t")
+    windows = sorted({int(r[0]) for r in rows})
+    vtok = torch.tensor([[int(r[2]) for r in rows if int(r[0]) == w] for w in windows])
+    vtgt = torch.tensor([[int(r[3]) for r in rows if int(r[0]) == w] for w in windows])
+    with torch.no_grad():
+        vl = forward(p, vtok, vtgt, L, H).item()
+    got_val = float(psql("SELECT gpt.val_loss()")[0][0])
+    e_val = abs(got_val - vl) / abs(vl)
+    if e_val > TOL:
+        print(f"  validation loss {got_val!r} against the twin's {vl!r}")
+    ok = worst <= TOL and clipped > 0 and e_val <= TOL and len(windows) > 0
     results.append(ok)
     print(f"{'ok' if ok else 'FAILED'}  {name}: {steps} AdamW steps, loss {float(got[1]):.4f}, "
-          f"max relative error {worst:.1e} (loss, norm, {len(tabs)} tables, both moments), clipped in {clipped}")
+          f"max relative error {worst:.1e} (loss, norm, {len(tabs)} tables, both moments), clipped in {clipped}; "
+          f"validation loss ({len(windows)} windows) {e_val:.1e} from the twin's")
 
 
 def sampling(L, bs):
