@@ -519,7 +519,7 @@ SELECT last.v, exp(last.z - m.m) / sum(exp(last.z - m.m)) OVER () AS p FROM last
 $$;
 
 CREATE OR REPLACE FUNCTION gpt.next_probs(context int[], temperature float8) RETURNS TABLE (v int, p float8)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET ddx.contraction = 'all' SET enable_indexscan = off SET enable_bitmapscan = off AS $$
 BEGIN
   RETURN QUERY EXECUTE gpt.next_probs_sql() USING context, temperature;
 END $$;
@@ -530,9 +530,16 @@ END $$;
 -- The next token comes from one statement, prepared once per session and
 -- model size and planned once (a generic plan: the context is its
 -- parameter), so a character costs the forward at the last position, not
--- the planning of the whole model's CTEs.
+-- the planning of the whole model's CTEs. The keys and values of every
+-- position are contractions (16k products each at the demo's size): planned
+-- from the CTEs' estimates of a few rows, they were nested loops over an
+-- index scan of the weights per row (512 a projection); with index scans off
+-- and the contraction node on (ddx.contraction = all, as in ddx's own
+-- programs) they are the node's, ~5x faster a character (bench/RESULTS.md,
+-- "The demo"). gpt.next_probs plans so too.
 CREATE OR REPLACE FUNCTION gpt.sample(prompt text, n int, temperature float8 DEFAULT 0) RETURNS text
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET ddx.contraction = 'all' SET enable_indexscan = off
+  SET enable_bitmapscan = off AS $$
 DECLARE
   bs int := (SELECT block_size FROM gpt.config);
   ctx int[] := ARRAY(SELECT v.v FROM regexp_split_to_table(prompt, '') WITH ORDINALITY c(ch, o)
