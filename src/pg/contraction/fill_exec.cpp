@@ -283,6 +283,17 @@ int32 SideId(Arm *arm, int side) {
   return KeyFind(t, arm->kv[side], arm->kn[side], &h, &slot);
 }
 
+// The row that a Subquery Scan `sq` (or none) returns for its subplan's row
+// t: t projected where the scan computes its columns, t itself where it only
+// picks them (`picked`: read in place) or passes them on.
+TupleTableSlot *Through(SubqueryScanState *sq, const AttrNumber *picked, TupleTableSlot *t) {
+  if (!sq || !sq->ss.ps.ps_ProjInfo || picked) return t;
+  ExprContext *ec = sq->ss.ps.ps_ExprContext;
+  ResetExprContext(ec);
+  ec->ecxt_scantuple = t;
+  return ExecProject(sq->ss.ps.ps_ProjInfo);
+}
+
 // The row of the arm's group that the fill row's keys (kv, kn per key of t)
 // find, as the arm's plan returns it (through its Subquery Scan), or
 // nullptr where it has no such group.
@@ -295,13 +306,7 @@ TupleTableSlot *ArmRow(Arm *arm, const Datum *kv) {
   int32 ida = SideId(arm, 0), idb = ida < 0 ? -1 : SideId(arm, 1);
   int32 at = idb < 0 ? -1 : FindGroup(arm, static_cast<uint32>(ida), static_cast<uint32>(idb));
   if (at < 0) return nullptr;
-  TupleTableSlot *t = GroupRow(st, static_cast<uint32>(at), false);
-  if (arm->sq && arm->sq->ss.ps.ps_ProjInfo && !arm->tmap) {
-    ExprContext *tec = arm->sq->ss.ps.ps_ExprContext;
-    ResetExprContext(tec);
-    tec->ecxt_scantuple = t;
-    t = ExecProject(arm->sq->ss.ps.ps_ProjInfo);
-  }
+  TupleTableSlot *t = Through(arm->sq, arm->tmap, GroupRow(st, static_cast<uint32>(at), false));
   slot_getallattrs(t);
   return t;
 }
@@ -341,13 +346,8 @@ TupleTableSlot *SumRow(FillState *fs, const Datum *kv) {
   }
   if (!any) return nullptr;
   ExecStoreVirtualTuple(r);
-  if (fs->tsq && fs->tsq->ss.ps.ps_ProjInfo && !fs->ttmap) {
-    ExprContext *tec = fs->tsq->ss.ps.ps_ExprContext;
-    ResetExprContext(tec);
-    tec->ecxt_scantuple = r;
-    r = ExecProject(fs->tsq->ss.ps.ps_ProjInfo);
-    slot_getallattrs(r);
-  }
+  r = Through(fs->tsq, fs->ttmap, r);
+  slot_getallattrs(r);
   return r;
 }
 
