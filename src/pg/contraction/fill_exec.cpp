@@ -435,9 +435,16 @@ void FillReScan(CustomScanState *node) {
   // changed parameter, Start rescans it)
   RescanChildren(node, nullptr, 0);
   // (a sum's nodes: the HashAggregate above them, never run, returns from
-  // its rescan at once, ExecReScanAgg, and its Append never hears of it)
-  if (fs->sum && fs->found)
-    for (int a = 0; a < fs->narms; a++) ExecReScan(&fs->arms[a].node->css.ss.ps);
+  // its rescan at once, ExecReScanAgg, and its Append never hears of it;
+  // each node is told which parameters changed, as ExecReScanAppend would
+  // tell it, so that what it reads is rescanned with them)
+  if (fs->sum && fs->found) {
+    for (int a = 0; a < fs->narms; a++) {
+      PlanState *arm = &fs->arms[a].node->css.ss.ps;
+      if (node->ss.ps.chgParam) UpdateChangedParamSet(arm, node->ss.ps.chgParam);
+      ExecReScan(arm);
+    }
+  }
 }
 
 void FillExplain(CustomScanState *node, List *, ExplainState *es) {

@@ -752,6 +752,14 @@ SELECT same_as_unfilled($$SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT u.i, u
     SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k WHERE cc.k <> o.i + 1
     GROUP BY ca.i, cc.j) u GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) AS v
     FROM generate_series(1, 3) o(i)$$);
+-- (the parameter inside an arm's side that is a join: each node is told of
+-- it, as an Append would tell it)
+SELECT same_answer($$SELECT o.i, (SELECT sum(f.w * t.v) FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN (SELECT cb.k, cb.j, cb.val * cc.val AS val FROM cb
+    JOIN cc ON cc.k = cb.k AND cc.j = cb.j WHERE cc.val > o.i * 0.02 OFFSET 0) cb ON ca.k = cb.k
+    GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t JOIN cf f ON f.i = t.i AND f.j = t.j) AS v FROM generate_series(1, 4) o(i)$$);
 -- A sum that leaves float8's range: the aggregate's error (float8pl's),
 -- with the fill and without.
 CREATE TABLE cov (k int, val float8);
