@@ -186,6 +186,7 @@ bool SummedNodes(Path *p, RelOptInfo *t, Target *tg) {
     int *gk = static_cast<int *>(palloc(sizeof(int) * nkeys));
     for (int g = 0; g < nkeys; g++) gk[g] = -1;
     for (int k = 0; k < nkeys; k++) {
+      if (ucol[k] > list_length(ai->translated_vars)) return false;
       Node *tv = static_cast<Node *>(list_nth(ai->translated_vars, ucol[k] - 1));
       if (!tv || !IsA(tv, Var) || static_cast<Index>(castNode(Var, tv)->varno) != rel->relid) return false;
       int g = GroupKeyOf(rel, castNode(Var, tv)->varattno, plan);
