@@ -74,6 +74,7 @@ void InstallContraction() {
   set_join_pathlist_hook = FillJoinPaths;
   prev_upper_hook = create_upper_paths_hook;
   create_upper_paths_hook = ContractionUpperPaths;
+  KeepAppendRels();
   prev_explain_hook = ExplainOneQuery_hook;
   ExplainOneQuery_hook = ExplainWithRefusals;
 }

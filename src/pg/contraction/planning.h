@@ -55,6 +55,11 @@ bool WindowFuncs(Node *n, NumberCtx *ctx);
 void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
                            void *extra);
 
+// appendrels.cpp: the planner_hook that drops from a plan's appendRelations
+// the AppendRelInfos that a second plan of a subquery (the node's and the
+// fill's fallbacks) offset twice; installed by InstallContraction.
+void KeepAppendRels();
+
 // plan.cpp: the plan of the node's path.
 Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses,
                       List *custom_plans);
