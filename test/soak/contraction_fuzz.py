@@ -165,11 +165,38 @@ def aggregate():
     return f"sum(x.v * y.v) FILTER (WHERE x.i > 1)"  # (PostgreSQL's plan: FILTER)
 
 
+ONE = [0]  # queries that group one relation (no join)
+
+
+def one_relation(a, ctes):
+    """A grouping of one relation (the node with a one-row build side and no
+    join key): keys of x, sums, averages and counts of x's expressions."""
+    ONE[0] += 1
+    keys = R.choice([["x.i"], ["x.t"], ["x.i % 3"], ["x.k", "x.i"], ["coalesce(x.k, -1)"], ["x.t", "x.i"], ["x.k"]])
+    aggs = [R.choice([f"sum({factor('x')})", f"avg({factor('x')})", "count(*)", "count(x.v)",
+                      f"sum(COALESCE({factor('x')}, 0))", f"sum({factor('x', True)})", f"sum({factor('x')} * 3)"])
+            for _ in range(R.randint(1, 3))]
+    exprs = [f"{ag} AS a{k}" if R.random() < 0.8 else f"abs({ag}) AS a{k}" for k, ag in enumerate(aggs)]
+    where = R.choice(["", "", " WHERE x.v IS NOT NULL", " WHERE x.k <> $1", " WHERE x.i < 4"])
+    frm = a
+    if R.random() < 0.3:  # a UNION ALL of two relations, as a program adds a cotangent's parts
+        b, cb = side("b", "z")
+        ctes += [cb] if cb else []
+        frm = f"(SELECT i, k, t, v, f FROM {a[:-len(' x')]} x0 UNION ALL SELECT i, k, t, v, f FROM {b}) x"
+    sel = ", ".join([f"{o} AS k{n}" for n, o in enumerate(keys)] + exprs)
+    with_ = f"WITH {', '.join(ctes)} " if ctes else ""
+    sql = f"{with_}SELECT {sel} FROM {frm}{where} GROUP BY {', '.join(keys)}"
+    sql = sql.replace("@LAT@", "")
+    return sql, "$1" in sql
+
+
 def query():
     ctes = []
     a, ca = side("a", "x")
     b, cb = side("b", "y")
     ctes += [c for c in (ca, cb) if c]
+    if R.random() < 0.15:
+        return one_relation(a, [ca] if ca else [])
     on = R.choice(["x.k = y.k", "x.k = y.k", "x.k = y.k AND x.i = y.i", "x.t = y.t", "x.k::int8 = y.k",
                    "x.i = y.k", "x.k = y.k AND x.i <= y.i"])
     keys = R.choice([[], ["x.i"], ["y.i"], ["x.i", "y.i"], ["x.t", "y.k"], ["y.t"], ["x.i % 3"],
@@ -330,7 +357,8 @@ def main():
                 print(f"query {n} [{mode}] ok{' (node)' if node else ''}{' ' + e_on if e_on else ''}: {sql}")
     share = used / max(1, args.queries)
     print(f"contraction fuzz: {args.queries} queries (seed {args.seed}), the node ran {used} "
-          f"({share:.0%}; {raised} of them raised as PostgreSQL did; a fill over a sum of contractions {SUMMED[0]}), "
+          f"({share:.0%}; {raised} of them raised as PostgreSQL did; a fill over a sum of contractions {SUMMED[0]}; "
+          f"{ONE[0]} groupings of one relation), "
           "each compared with PostgreSQL's own plan")
     if share < 1 / 3:
         failed += 1

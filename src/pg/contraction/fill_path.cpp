@@ -49,16 +49,6 @@ struct FillPath {
   bool sum;
 };
 
-// The contraction under a subquery rel's path: a Subquery Scan whose path
-// is the contraction node's (under a projection, at most).
-const ContractionPlan *ContractionUnder(Path *p) {
-  if (p->param_info || !IsA(p, SubqueryScanPath)) return nullptr;
-  Path *sub = reinterpret_cast<SubqueryScanPath *>(p)->subpath;
-  if (IsA(sub, ProjectionPath)) sub = reinterpret_cast<ProjectionPath *>(sub)->subpath;
-  if (!IsA(sub, CustomPath) || reinterpret_cast<CustomPath *>(sub)->methods != &kPathMethods) return nullptr;
-  return &reinterpret_cast<ContractionPath *>(sub)->plan;
-}
-
 // The group key of `plan` that column `attno` of the subquery rel `rel` (t,
 // or an arm of a sum) is, or -1.
 int GroupKeyOf(RelOptInfo *rel, AttrNumber attno, const ContractionPlan *plan) {

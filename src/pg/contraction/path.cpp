@@ -18,6 +18,7 @@ extern "C" {
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
 #include "optimizer/prep.h"
+#include "optimizer/tlist.h"
 #include "utils/fmgroids.h"
 }
 
@@ -157,6 +158,16 @@ bool WindowFuncs(Node *n, NumberCtx *ctx) {
     return false;
   }
   return expression_tree_walker(n, reinterpret_cast<bool (*)()>(WindowFuncs), ctx);
+}
+
+// The contraction under a subquery rel's path: a Subquery Scan whose path
+// is the contraction node's (under a projection, at most).
+const ContractionPlan *ContractionUnder(Path *p) {
+  if (p->param_info || !IsA(p, SubqueryScanPath)) return nullptr;
+  Path *sub = reinterpret_cast<SubqueryScanPath *>(p)->subpath;
+  if (IsA(sub, ProjectionPath)) sub = reinterpret_cast<ProjectionPath *>(sub)->subpath;
+  if (!IsA(sub, CustomPath) || reinterpret_cast<CustomPath *>(sub)->methods != &kPathMethods) return nullptr;
+  return &reinterpret_cast<ContractionPath *>(sub)->plan;
 }
 
 namespace {
@@ -326,14 +337,16 @@ Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_
                                                   compat::GroupClause(root), NIL, &costs, (*best)->rows));
 }
 
-// Adds the node's path for the plan over the split x, built on side b
-// (lazy: its factors computed on a row's first pair), to output_rel.
+// Adds the node's path for the plan over two sides, read from paths[0]
+// and paths[1] (of the relations rels[0] and rels[1]: the split's, in its
+// order), built on side b (lazy: its factors computed on a row's first
+// pair), to output_rel; `one`: a grouping of one relation (ConsiderOne).
 void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, ContractionPlan *plan,
-                 const Split *x, int b, bool lazy) {
+                 Path *const paths[2], const Relids rels[2], int b, bool lazy, bool one) {
   Path *best;
   Path *fallback = FallbackPath(root, input_rel, output_rel, &best);
   double groups = best->rows;
-  Path *bp = x->rels[b]->cheapest_total_path, *pp = x->rels[1 - b]->cheapest_total_path;
+  Path *bp = paths[b], *pp = paths[1 - b];
   ContractionPath *node = NewPath();
   CustomPath *cp = &node->path;
   cp->path.pathtype = T_CustomScan;
@@ -362,14 +375,22 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   // Costs as the hash join and hash aggregate price the same work, without
   // their per-join-row tuple costs: each input row's keys hashed, each pair
   // one multiplication and addition per sum, each group a tuple.
-  cp->path.startup_cost = bp->total_cost + pp->total_cost +
-                          cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(plan->join_keys[b]), 1) +
-                          cpu_operator_cost * pairs * nagg;
+  // A grouping of one relation (ConsiderOne) has no join key to hash:
+  // each row's group keys are interned instead, priced at half the
+  // operator per key that the hash aggregate prices them at, so that the
+  // node wins where both would cost the same, as the CTEs' estimates of a
+  // row or two in ddx's programs make them. Measured (bench/grouping.py,
+  // bench/RESULTS.md): ahead where a group has a few rows or more, behind
+  // where each row is a group of its own, which the programs' estimates
+  // cannot tell apart; the GPT's gradient is faster with it.
+  double key_work = one ? 0.5 * cpu_operator_cost * pp->rows * list_length(plan->group_keys)
+                        : cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(plan->join_keys[b]), 1);
+  cp->path.startup_cost = bp->total_cost + pp->total_cost + key_work + cpu_operator_cost * pairs * nagg;
   cp->path.total_cost = cp->path.startup_cost + cpu_tuple_cost * groups;
   cp->path.pathkeys = NIL;
   cp->flags = 0;
   cp->custom_paths = list_make3(bp, pp, fallback);
-  for (int s = 0; s < 2; s++) plan->rels[s] = x->rels[s]->relids;
+  for (int s = 0; s < 2; s++) plan->rels[s] = rels[s];
   plan->lazy_factors = lazy;
   OrientSides(plan, b);
   node->plan = *plan;
@@ -400,7 +421,63 @@ bool ConsiderJoin(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
     Note(rs, r);
     return false;
   }
-  AddNodePath(root, input_rel, output_rel, &plan, x, b, lazy);
+  Path *paths[2] = {x->rels[0]->cheapest_total_path, x->rels[1]->cheapest_total_path};
+  Relids rels[2] = {x->rels[0]->relids, x->rels[1]->relids};
+  AddNodePath(root, input_rel, output_rel, &plan, paths, rels, b, lazy, false);
+  return true;
+}
+
+// A grouping of one relation (no join: a relation, a subquery, a CTE, a
+// UNION ALL), as ddx's programs sum a cotangent's parts by row (SELECT
+// rid, sum(d) FROM (a UNION ALL b) GROUP BY rid) and a bias's gradient by
+// its key: the node with that relation as its probe side and, as its build
+// side, one row of no columns (a Result), joined to every row with no key
+// (a cross join, the node's run 0). Each sum is then of the relation's
+// expression times the build side's 1 (NodeAggregate's sum of one side),
+// which float8mul returns exactly: the same terms, added in the order the
+// rows come, as PostgreSQL's hash aggregate adds them. Its gain is the
+// grouping itself: the keys interned once per row into dense ids (integer
+// keys compared as Datums) and the sums added into an array, where the
+// hash aggregate runs each row through its hash table's tuple machinery.
+// Only with a GROUP BY: a plain aggregate keeps PostgreSQL's.
+bool ConsiderOne(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, GroupPathExtraData *gx) {
+  if (GroupingFits(root->parse, gx) || !compat::GroupClause(root) || !input_rel->cheapest_total_path ||
+      input_rel->cheapest_total_path->param_info)
+    return false;
+  // A sum of contractions (every arm of a UNION ALL the node's) stays
+  // PostgreSQL's hash aggregate: where it is joined back, the fill looks its
+  // rows up in each arm's groups and adds them (fill_path.cpp,
+  // SummedNodes), forming no group of the sum.
+  Path *in = input_rel->cheapest_total_path;
+  if (IsA(in, ProjectionPath)) in = reinterpret_cast<ProjectionPath *>(in)->subpath;
+  if (IsA(in, AppendPath)) {
+    bool all = reinterpret_cast<AppendPath *>(in)->subpaths != NIL;
+    ListCell *lc;
+    foreach (lc, reinterpret_cast<AppendPath *>(in)->subpaths)
+      all = all && ContractionUnder(static_cast<Path *>(lfirst(lc)));
+    if (all) return false;
+  }
+  Relids sides[2] = {nullptr, input_rel->relids};
+  ContractionPlan plan;
+  if (Refusal r = ShapeOf(root, NIL, sides, output_rel->reltarget, &plan)) {
+    elog(DEBUG1, "ddx contraction not used for a grouping of one relation: %s", r.why);
+    return false;
+  }
+  // (a group key that reads no column is computed on the one build row,
+  // and its factors are constants: neither raises where PostgreSQL's would
+  // not; the relation's are computed for each of its rows, as PostgreSQL's)
+  if (MayRaise(reinterpret_cast<Node *>(plan.factors[0]))) return false;
+  ListCell *lg, *ls;
+  forboth(lg, plan.group_keys, ls, plan.group_side) {
+    if (lfirst_int(ls) == 0 && MayRaise(static_cast<Node *>(lfirst(lg)))) return false;
+  }
+  Path *one = reinterpret_cast<Path *>(create_group_result_path(root, output_rel, create_empty_pathtarget(), NIL));
+  // (priced at nothing: made once, it is no tuple of the grouping's work,
+  // and the CTEs of ddx's programs are estimated at a row or two, where a
+  // tuple's cost would decide)
+  one->startup_cost = one->total_cost = 0;
+  Path *paths[2] = {one, input_rel->cheapest_total_path};
+  AddNodePath(root, input_rel, output_rel, &plan, paths, sides, 0, false, true);
   return true;
 }
 
@@ -419,8 +496,12 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
   if (stage != UPPERREL_GROUP_AGG) return;
   // (a partition's grouping under partitionwise aggregation has an
   // RELOPT_OTHER_JOINREL: its parent's says why)
-  if (input_rel->reloptkind != RELOPT_JOINREL || !output_rel->pathlist)
-    return Note(nullptr, Refusal{"not a grouping of a join"});
+  if (!output_rel->pathlist) return;
+  if (input_rel->reloptkind == RELOPT_BASEREL) {
+    (void)ConsiderOne(root, input_rel, output_rel, static_cast<GroupPathExtraData *>(extra));
+    return;
+  }
+  if (input_rel->reloptkind != RELOPT_JOINREL) return Note(nullptr, Refusal{"not a grouping of a join"});
   Refusals rs = {};
   if (ConsiderJoin(root, input_rel, output_rel, static_cast<GroupPathExtraData *>(extra), &rs)) return;
   PlannerInfo *top = root;

@@ -22,10 +22,22 @@ struct MapCtx {
   Relids rels;  // the side's
   List *tlist;
   bool missing;
+  bool exprs;  // whole expressions matched too (a grouping of one relation)
 };
 
 Node *MapVars(Node *n, MapCtx *ctx) {
   if (!n) return nullptr;
+  // (an expression the child computes itself: a grouping of one relation
+  // reads the relation's path with the grouping's input target applied,
+  // whose columns are the GROUP BY expressions, as setrefs.c matches them)
+  if (ctx->exprs && !IsA(n, Var) && !IsA(n, Const)) {
+    ListCell *lc;
+    foreach (lc, ctx->tlist) {
+      TargetEntry *te = lfirst_node(TargetEntry, lc);
+      if (equal(te->expr, n))
+        return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, exprType(n), exprTypmod(n), exprCollation(n), 0));
+    }
+  }
   if (IsA(n, Var)) {
     Var *v = castNode(Var, n);
     ListCell *lc;
@@ -65,11 +77,11 @@ Node *KeyVars(Node *n, KeyCtx *ctx) {
 }
 
 // Each of `exprs` over the output of the child `child` of the side of rels.
-List *OverChild(List *exprs, Relids rels, Plan *child) {
+List *OverChild(List *exprs, Relids rels, Plan *child, bool whole) {
   List *mapped = NIL;
   ListCell *lc;
   foreach (lc, exprs) {
-    MapCtx ctx{rels, child->targetlist, false};
+    MapCtx ctx{rels, child->targetlist, false, whole};
     Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(lc))), &ctx);
     if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
     fix_opfuncids(m);
@@ -111,16 +123,19 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
   // Expressions of each side over its child's output; the join's other
   // conditions over the scan tuple's keys.
   ContractionPlan plan = *path;
+  // (a grouping of one relation: no join key, no build-side relation)
+  bool one = path->join_keys[kBuild] == NIL && bms_is_empty(path->rels[kBuild]);
   Plan *children[2] = {static_cast<Plan *>(linitial(custom_plans)), static_cast<Plan *>(lsecond(custom_plans))};
   for (int side = 0; side < 2; side++) {
-    plan.join_keys[side] = OverChild(path->join_keys[side], path->rels[side], children[side]);
-    plan.factors[side] = OverChild(path->factors[side], path->rels[side], children[side]);
+    plan.join_keys[side] = OverChild(path->join_keys[side], path->rels[side], children[side], one);
+    plan.factors[side] = OverChild(path->factors[side], path->rels[side], children[side], one);
   }
   plan.group_keys = NIL;
   ListCell *ls;
   forboth(lc, path->group_keys, ls, path->group_side) {
     int side = lfirst_int(ls);
-    plan.group_keys = list_concat(plan.group_keys, OverChild(list_make1(lfirst(lc)), path->rels[side], children[side]));
+    plan.group_keys =
+        list_concat(plan.group_keys, OverChild(list_make1(lfirst(lc)), path->rels[side], children[side], one));
   }
   KeyCtx kc{path->group_keys, false};
   plan.key_quals = reinterpret_cast<List *>(KeyVars(static_cast<Node *>(copyObjectImpl(path->key_quals)), &kc));

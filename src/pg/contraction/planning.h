@@ -55,6 +55,10 @@ bool WindowFuncs(Node *n, NumberCtx *ctx);
 void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
                            void *extra);
 
+// The contraction under a subquery rel's path p: a Subquery Scan whose
+// path is the node's (under a projection, at most); or null (path.cpp).
+const ContractionPlan *ContractionUnder(Path *p);
+
 // appendrels.cpp: the planner_hook that drops from a plan's appendRelations
 // the AppendRelInfos that a second plan of a subquery (the node's and the
 // fill's fallbacks) offset twice; installed by InstallContraction.
