@@ -444,6 +444,13 @@ bool ConsiderOne(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   if (GroupingFits(root->parse, gx) || !compat::GroupClause(root) || !input_rel->cheapest_total_path ||
       input_rel->cheapest_total_path->param_info)
     return false;
+  // Of a table, a subquery (a UNION ALL among them) or a CTE only: not of a
+  // function's rows, such as the intermediate results and the remote scan's
+  // rows a Citus coordinator groups, which Citus plans with scans of its own
+  // (with the node over them, setrefs.c found no column of theirs, and
+  // Citus kept the gradient program off its workers)
+  RTEKind kind = root->simple_rte_array[input_rel->relid]->rtekind;
+  if (kind != RTE_RELATION && kind != RTE_SUBQUERY && kind != RTE_CTE) return false;
   // A sum of contractions (every arm of a UNION ALL the node's) stays
   // PostgreSQL's hash aggregate: where it is joined back, the fill looks its
   // rows up in each arm's groups and adds them (fill_path.cpp,

@@ -853,9 +853,13 @@ EXPLAIN (COSTS OFF) SELECT f.k, t.v FROM (SELECT z.k, sum(z.x) AS v FROM (SELECT
 SELECT same_answer($$SELECT f.k, t.v FROM (SELECT z.k, sum(z.x) AS v FROM (SELECT k, x FROM co UNION ALL
   SELECT k, x * 2 FROM co) z GROUP BY z.k) t JOIN co f ON f.k = t.k$$, 0);
 -- (a sum that overflows raises, as float8pl does)
-SELECT k, sum(x) FROM (VALUES (1, 1e308::float8), (1, 1e308)) v(k, x) GROUP BY k;
--- Not the node's: a plain aggregate, HAVING, max (PostgreSQL's aggregate).
+EXPLAIN (COSTS OFF) WITH v(k, x) AS MATERIALIZED (VALUES (1, 1e308::float8), (1, 1e308))
+  SELECT k, sum(x) FROM v GROUP BY k;
+WITH v(k, x) AS MATERIALIZED (VALUES (1, 1e308::float8), (1, 1e308)) SELECT k, sum(x) FROM v GROUP BY k;
+-- Not the node's: a plain aggregate, HAVING, max, a function's rows (as a
+-- Citus coordinator groups its workers' rows: PostgreSQL's aggregate).
 EXPLAIN (COSTS OFF) SELECT sum(x) FROM co;
+EXPLAIN (COSTS OFF) SELECT g % 3 AS k, sum(g::float8) FROM generate_series(1, 10) g GROUP BY 1;
 EXPLAIN (COSTS OFF) SELECT k, sum(x) FROM co GROUP BY k HAVING sum(x) > 1;
 EXPLAIN (COSTS OFF) SELECT k, max(x) FROM co GROUP BY k;
 -- (ddx.contraction = programs: not in a user's own query)
