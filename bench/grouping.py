@@ -7,10 +7,9 @@ PostgreSQL's hash aggregate, on the same rows, in the same rounds.
 `SELECT k, sum(x) FROM g GROUP BY k` (and with avg and count beside the
 sum) over a table of N rows in G groups, and `SELECT count(*) FROM g`, the
 scan alone: the grouping's own cost is each's time above the scan. Two
-sessions, ddx.contraction = 'all': one as planned (the node, which its cost
-puts below the hash aggregate), one with enable_hashagg and enable_sort off
-and the node off (PostgreSQL's hash aggregate; the sort off so that no
-GroupAggregate comes instead). Parallel workers off in both (a parallel
+sessions: one with ddx.contraction = 'all' (the node, which its cost puts
+below the hash aggregate; the script stops where it does not), one with it
+off (PostgreSQL's hash aggregate). Parallel workers off in both (a parallel
 hash aggregate is PostgreSQL's answer to a large table; the node is never
 partial). Before timing, each query's groups are checked equal bit for bit.
 Prints medians (ms) and the grouping's ns a row.
