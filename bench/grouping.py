@@ -5,13 +5,15 @@ PostgreSQL's hash aggregate, on the same rows, in the same rounds.
     bench/grouping.py [repeats]
 
 `SELECT k, sum(x) FROM g GROUP BY k` (and with avg and count beside the
-sum) over a table of N rows in G groups, and `SELECT count(*) FROM g`, the
-scan alone: the grouping's own cost is each's time above the scan. Two
-sessions: one with ddx.contraction = 'all' (the node, which its cost puts
-below the hash aggregate; the script stops where it does not), one with it
-off (PostgreSQL's hash aggregate). Parallel workers off in both (a parallel
-hash aggregate is PostgreSQL's answer to a large table; the node is never
-partial). Before timing, each query's groups are checked equal bit for bit.
+sum, and max and min) over a table of N rows in G groups, each timed as
+`SELECT * FROM (q) s OFFSET 100000000` (every group formed, none sent),
+and `SELECT count(*) FROM g`, the scan alone: the grouping's own cost is
+each's time above the scan. Two sessions: one with ddx.contraction = 'all'
+(the node, which its cost puts below the hash aggregate; the script stops
+where it does not), one with it off (PostgreSQL's hash aggregate). Parallel
+workers off in both (a parallel hash aggregate is PostgreSQL's answer to a
+large table; the node is never partial). Before timing, each query's groups
+are checked equal.
 Prints medians (ms) and the grouping's ns a row.
 """
 import sys
@@ -48,7 +50,8 @@ def main():
                      f"FROM generate_series(1, {n}) i")
         node.execute("VACUUM ANALYZE g")
         for name, q in (("sum", "SELECT k, sum(x) FROM g GROUP BY k"),
-                        ("sum,avg,cnt", "SELECT k, sum(x), avg(y), count(*) FROM g GROUP BY k")):
+                        ("sum,avg,cnt", "SELECT k, sum(x), avg(y), count(*) FROM g GROUP BY k"),
+                        ("max,min", "SELECT k, max(x), min(y) FROM g GROUP BY k")):
             node.execute("EXPLAIN (COSTS OFF) " + q)
             plan = "\n".join(r[0] for r in node.fetchall())
             if "Join Keys: 0" not in plan:
@@ -60,9 +63,17 @@ def main():
             node.execute("DROP TABLE pg_temp.a; DROP TABLE b")
             if bad:
                 sys.exit(f"{bad} groups differ: {q}")
-            scan, t_node, t_hash = interleaved([(node, "SELECT count(*) FROM g"),
-                                                (node, f"SELECT count(*) FROM ({q}) s"),
-                                                (hashagg, f"SELECT count(*) FROM ({q}) s")], repeats)
+            # (every column of the groups read, none sent: a count(*) over the
+            # grouping lets PostgreSQL drop its unread sums, and a GROUP BY
+            # without them is not the node's)
+            timed = f"SELECT * FROM ({q}) s OFFSET 100000000"
+            for cur in (node, hashagg):
+                cur.execute("EXPLAIN (COSTS OFF) " + timed)
+                plan = "\n".join(r[0] for r in cur.fetchall())
+                if ("Join Keys: 0" in plan) != (cur is node):
+                    sys.exit("the timed query is not planned as meant:\n" + plan)
+            scan, t_node, t_hash = interleaved([(node, "SELECT count(*) FROM g"), (node, timed), (hashagg, timed)],
+                                               repeats)
             print("%-8d %-7d %-11s %6.1f %6.1f %8.1f %13.1f %15.1f" %
                   (n, g, name, scan, t_node, t_hash, (t_node - scan) * 1e6 / n, (t_hash - scan) * 1e6 / n))
     for cur in sessions:

@@ -23,8 +23,8 @@ Each query draws the sides (tables, a filtered subquery, a CTE, a join of
 two tables), the join's equalities (integer, text, int4 = int8, two keys),
 an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
 expressions of one side, none, a column that depends on a primary key),
-the aggregates (sum, avg, count(*), count(e) of products, of one side's
-expressions, of expressions of each side, some of which divide by zero on
+the aggregates (sum, avg, count(*), count(e), max and min of products, of
+one side's expressions, of expressions of each side, some of which divide by zero on
 rows that join nothing, COALESCE(f * g, 0), products with the NULL guard
 ddx's backward writes, values so guarded), expressions of the sums in the
 output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
@@ -160,8 +160,15 @@ def aggregate():
         return f"{R.choice(['sum', 'avg'])}({factor(R.choice(['x', 'y']))})"
     if c < 0.87:
         return f"sum(COALESCE({factor('x')} * {factor('y')}, 0))"
-    if c < 0.93:
+    if c < 0.9:
         return f"sum({factor('y')} * {factor('x')})"
+    if c < 0.95:
+        # max and min over a join: of 0 and -0 each plan keeps the one its
+        # order of pairs meets last (so does PostgreSQL's, by its join
+        # method), so the zero's sign is dropped (-0 + 0 is 0)
+        arg = R.choice([f"{factor('x')} * {factor('y')}", factor(R.choice(["x", "y"])),
+                        f"COALESCE({factor('x')} * {factor('y')}, 0)"])
+        return f"({R.choice(['max', 'min'])}({arg}) + 0)"
     return f"sum(x.v * y.v) FILTER (WHERE x.i > 1)"  # (PostgreSQL's plan: FILTER)
 
 
@@ -173,8 +180,11 @@ def one_relation(a, ctes):
     join key): keys of x, sums, averages and counts of x's expressions."""
     ONE[0] += 1
     keys = R.choice([["x.i"], ["x.t"], ["x.i % 3"], ["x.k", "x.i"], ["coalesce(x.k, -1)"], ["x.t", "x.i"], ["x.k"]])
+    # (max and min exactly: the rows come in the relation's order to both
+    # plans, and of 0 and -0 the later is kept)
     aggs = [R.choice([f"sum({factor('x')})", f"avg({factor('x')})", "count(*)", "count(x.v)",
-                      f"sum(COALESCE({factor('x')}, 0))", f"sum({factor('x', True)})", f"sum({factor('x')} * 3)"])
+                      f"sum(COALESCE({factor('x')}, 0))", f"sum({factor('x', True)})", f"sum({factor('x')} * 3)",
+                      f"max({factor('x')})", f"min({factor('x')})"])
             for _ in range(R.randint(1, 3))]
     exprs = [f"{ag} AS a{k}" if R.random() < 0.8 else f"abs({ag}) AS a{k}" for k, ag in enumerate(aggs)]
     where = R.choice(["", "", " WHERE x.v IS NOT NULL", " WHERE x.k <> $1", " WHERE x.i < 4"])

@@ -54,6 +54,8 @@ enum class AccKind : uint8 {
   kCount,      // count(*), count(e): the pairs where e is not NULL, as products of 1s
   kSumSelect,  // sum(float8) of a value guarded by the other side (SelectGuard)
   kAvgSelect,  // avg(float8) of such a value
+  kMax,        // max(float8) of f * g (float8mul), or of one side's expression: float8larger's
+  kMin,        // min(float8) of the same: float8smaller's
 };
 
 // How one output aggregate adds its pairs.

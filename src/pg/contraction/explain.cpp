@@ -95,7 +95,7 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   ExplainPropertyInteger("Group Keys", nullptr, list_length(plan.group_keys), es);
   // Each kind's EXPLAIN property, with how many aggregates are of a kind
   // that has it: "Sums" always, the others where there are some.
-  const char *labels[] = {"Sums", "Counts", "Averages"};
+  const char *labels[] = {"Sums", "Counts", "Averages", "Maxima", "Minima"};
   for (const char *label : labels) {
     int n = 0;
     ListCell *lc;

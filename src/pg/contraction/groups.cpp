@@ -126,9 +126,10 @@ const AccKindOps kAccKinds[] = {
     /* kCount */ {"Counts", 1, AddPair<Term::kOne, Fold::kCount>, EmitCount},
     /* kSumSelect */ {"Sums", 1, AddPair<Term::kSelect, Fold::kSum>, EmitFloat8},
     /* kAvgSelect */ {"Averages", 3, AddPair<Term::kSelect, Fold::kAvg>, EmitAvg},
+    /* kMax */ {"Maxima", 1, AddPair<Term::kProduct, Fold::kMax>, EmitFloat8},
+    /* kMin */ {"Minima", 1, AddPair<Term::kProduct, Fold::kMin>, EmitFloat8},
 };
-static_assert(sizeof kAccKinds / sizeof kAccKinds[0] == static_cast<size_t>(AccKind::kAvgSelect) + 1,
-              "one row per AccKind");
+static_assert(sizeof kAccKinds / sizeof kAccKinds[0] == static_cast<size_t>(AccKind::kMin) + 1, "one row per AccKind");
 
 }  // namespace
 

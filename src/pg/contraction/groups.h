@@ -69,9 +69,10 @@ bool DenseRow(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, uint32 
 // (count), or a guarded value (SelectGuard: the override factor where it is
 // not NULL, else the other side's value).
 enum class Term { kProduct, kProductFloat4, kOne, kSelect };
-// How the slots take a term: float8_pl, float4_pl, a count, or avg's
-// float8_accum (N, Sx and Sxx in three slots).
-enum class Fold { kSum, kSumFloat4, kCount, kAvg };
+// How the slots take a term: float8_pl, float4_pl, a count, avg's
+// float8_accum (N, Sx and Sxx in three slots), or max's and min's
+// float8larger and float8smaller.
+enum class Fold { kSum, kSumFloat4, kCount, kAvg, kMax, kMin };
 
 // The pair's term into *term; false where the pair adds nothing (a NULL
 // term, but under COALESCE(term, 0), whose NULL adds 0).
@@ -109,6 +110,13 @@ inline void FoldTerm(double *s, bool *has, double term) {
     *s = float8_pl(*s, term);
   } else if constexpr (F == Fold::kSumFloat4) {  // float4pl: the sum rounded to float4
     *s = float4_pl(static_cast<float4>(*s), static_cast<float4>(term));
+  } else if constexpr (F == Fold::kMax) {
+    // float8larger(state, term), max(float8)'s transition: the state where
+    // it is greater (NaN above every number), else the term, so that of
+    // equal values (0 and -0) the last one stays, as in PostgreSQL
+    *s = float8_gt(*s, term) ? *s : term;
+  } else if constexpr (F == Fold::kMin) {
+    *s = float8_lt(*s, term) ? *s : term;  // float8smaller(state, term)
   } else {
     *s = *s + 1;
   }

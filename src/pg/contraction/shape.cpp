@@ -285,15 +285,18 @@ void AddAggregate(ContractionPlan *p, Aggref *a, AccKind kind, bool null_zero, i
 //   avg(float8) and avg(float4) of the same, accumulated as
 //   float8_accum and float4_accum do (N, Sx and Sxx, whose overflow raises);
 //   count(*), and count(e) with e an expression of one side's columns (or
-//   of none): the pairs where e is not NULL, as a "product" of 1s.
+//   of none): the pairs where e is not NULL, as a "product" of 1s;
+//   max(float8) and min(float8) of a float8 product or of one side's
+//   expression (a softmax's shift), as float8larger and float8smaller fold
+//   them (the product's NULLs and COALESCE as a sum's).
 Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], ContractionPlan *s) {
   Oid fn = a->aggfnoid;
   bool count = fn == F_COUNT_ || fn == F_COUNT_ANY, avg = fn == F_AVG_FLOAT8 || fn == F_AVG_FLOAT4;
-  bool f4 = fn == F_SUM_FLOAT4 || fn == F_AVG_FLOAT4;
-  if ((fn != F_SUM_FLOAT8 && fn != F_SUM_FLOAT4 && !avg && !count) || a->aggdistinct || a->aggorder || a->aggfilter ||
-      (a->aggstar && fn != F_COUNT_) || a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 ||
-      list_length(a->args) != (fn == F_COUNT_ ? 0 : 1))
-    return Refusal{"an aggregate other than a plain sum or avg (float8, float4) or count"};
+  bool f4 = fn == F_SUM_FLOAT4 || fn == F_AVG_FLOAT4, extreme = fn == F_MAX_FLOAT8 || fn == F_MIN_FLOAT8;
+  if ((fn != F_SUM_FLOAT8 && fn != F_SUM_FLOAT4 && !avg && !count && !extreme) || a->aggdistinct || a->aggorder ||
+      a->aggfilter || (a->aggstar && fn != F_COUNT_) || a->aggvariadic || a->aggkind != AGGKIND_NORMAL ||
+      a->agglevelsup != 0 || list_length(a->args) != (fn == F_COUNT_ ? 0 : 1))
+    return Refusal{"an aggregate other than a plain sum or avg (float8, float4), count, or max or min (float8)"};
   if (count) {
     Node *e = a->aggstar ? nullptr : reinterpret_cast<Node *>(linitial_node(TargetEntry, a->args)->expr);
     int side = e ? SideOf(root, e, sides, 0) : 0;
@@ -322,16 +325,16 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
     // side's 1, which float8mul and float4mul return exactly.
     s->factors[side] = lappend(s->factors[side], arg);
     s->factors[1 - side] = lappend(s->factors[1 - side], NotNullOne(nullptr));
-  } else if (!f4 && SelectGuard(root, arg, sides, &sel_o, &sel_os, &sel_d, &sel_ds)) {
+  } else if (!f4 && !extreme && SelectGuard(root, arg, sides, &sel_o, &sel_os, &sel_d, &sel_ds)) {
     s->factors[sel_os] = lappend(s->factors[sel_os], sel_o);
     s->factors[sel_ds] = lappend(s->factors[sel_ds], sel_d);
   } else {
-    if (!is_opclause(arg)) return Refusal{"a sum or avg over both sides of something other than a product"};
+    if (!is_opclause(arg)) return Refusal{"an aggregate over both sides of something other than a product"};
     OpExpr *op = castNode(OpExpr, arg);
     RegProcedure mul = get_opcode(op->opno);
     if (list_length(op->args) != 2 ||
         (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
-      return Refusal{"a sum or avg over both sides of something other than a float8 or float4 product"};
+      return Refusal{"an aggregate over both sides of something other than a float8 or float4 product"};
     Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
     int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
     if (mul == F_FLOAT8MUL && ls < 0 && SplitGuard(root, op, l, r, sides, &l, &ls, &r, &rs)) {
@@ -344,9 +347,10 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
     s->factors[ls] = lappend(s->factors[ls], l);
     s->factors[rs] = lappend(s->factors[rs], r);
   }
-  AccKind kind = sel_o ? (avg ? AccKind::kAvgSelect : AccKind::kSumSelect)
-                 : f4  ? (avg ? AccKind::kAvgFloat4 : AccKind::kSumFloat4)
-                       : (avg ? AccKind::kAvg : AccKind::kSum);
+  AccKind kind = extreme ? (fn == F_MAX_FLOAT8 ? AccKind::kMax : AccKind::kMin)
+                 : sel_o ? (avg ? AccKind::kAvgSelect : AccKind::kSumSelect)
+                 : f4    ? (avg ? AccKind::kAvgFloat4 : AccKind::kSumFloat4)
+                         : (avg ? AccKind::kAvg : AccKind::kSum);
   AddAggregate(s, a, kind, null_zero, sel_o ? sel_os : -1);
   return kFits;
 }

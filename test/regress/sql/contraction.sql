@@ -856,12 +856,65 @@ SELECT same_answer($$SELECT f.k, t.v FROM (SELECT z.k, sum(z.x) AS v FROM (SELEC
 EXPLAIN (COSTS OFF) WITH v(k, x) AS MATERIALIZED (VALUES (1, 1e308::float8), (1, 1e308))
   SELECT k, sum(x) FROM v GROUP BY k;
 WITH v(k, x) AS MATERIALIZED (VALUES (1, 1e308::float8), (1, 1e308)) SELECT k, sum(x) FROM v GROUP BY k;
--- Not the node's: a plain aggregate, HAVING, max, a function's rows (as a
--- Citus coordinator groups its workers' rows: PostgreSQL's aggregate).
+-- Not the node's: a plain aggregate, HAVING, max(float4), a function's
+-- rows (as a Citus coordinator groups its workers' rows: PostgreSQL's
+-- aggregate).
 EXPLAIN (COSTS OFF) SELECT sum(x) FROM co;
 EXPLAIN (COSTS OFF) SELECT g % 3 AS k, sum(g::float8) FROM generate_series(1, 10) g GROUP BY 1;
 EXPLAIN (COSTS OFF) SELECT k, sum(x) FROM co GROUP BY k HAVING sum(x) > 1;
-EXPLAIN (COSTS OFF) SELECT k, max(x) FROM co GROUP BY k;
+EXPLAIN (COSTS OFF) SELECT k, max(x::float4) FROM co GROUP BY k;
+-- max and min (float8): float8larger's and float8smaller's fold, bit for
+-- bit (float8send): of 0 and -0 the later row's, NaN above every number,
+-- NULLs skipped, NULL where a group has no value; beside a sum and a count;
+-- over a join, of products (a NULL factor skipped, COALESCE's 0 taken).
+CREATE FUNCTION same_bits(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  used boolean := false; line text; n bigint; bad bigint;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    used := used OR line LIKE '%ddx contraction%';
+  END LOOP;
+  EXECUTE format('CREATE TEMP TABLE b_on AS SELECT (to_jsonb(q) - ''v'' - ''w'')::text AS key, '
+                 'float8send(q.v) AS v, float8send(q.w) AS w FROM (%s) q', q);
+  SET LOCAL ddx.contraction = 'off';
+  EXECUTE format('CREATE TEMP TABLE b_off AS SELECT (to_jsonb(q) - ''v'' - ''w'')::text AS key, '
+                 'float8send(q.v) AS v, float8send(q.w) AS w FROM (%s) q', q);
+  SELECT count(*) INTO n FROM b_on;
+  SELECT count(*) INTO bad FROM b_on a FULL JOIN b_off b ON a.key = b.key
+   WHERE a.key IS NULL OR b.key IS NULL OR a.v IS DISTINCT FROM b.v OR a.w IS DISTINCT FROM b.w;
+  DROP TABLE b_on, b_off;
+  RETURN format('node %s, %s rows, %s', CASE WHEN used THEN 'used' ELSE 'not used' END, n,
+                CASE WHEN bad = 0 THEN 'same bits' ELSE 'DIFFERENT' END);
+END $$;
+CREATE TABLE cm (k int, x float8);
+INSERT INTO cm VALUES (1, 0), (1, '-0'), (2, '-0'), (2, 0), (3, NULL), (3, NULL), (4, 1), (4, 'NaN'), (4, 2),
+                      (5, '-Infinity'), (5, NULL), (5, -1), (6, 'NaN'), (7, 'Infinity'), (7, '-Infinity'),
+                      (8, 2.5), (8, -7.25), (8, 2.5), (NULL, 3), (NULL, -3);
+EXPLAIN (COSTS OFF) SELECT k, max(x), min(x) FROM cm GROUP BY k;
+SELECT k, max(x)::text AS max, min(x)::text AS min FROM cm GROUP BY k ORDER BY k;
+SELECT same_bits($$SELECT k, max(x) AS v, min(x) AS w FROM cm GROUP BY k$$);
+SELECT same_bits($$SELECT k, max(x * 2) AS v, sum(x) AS w, count(x) AS n FROM cm GROUP BY k$$);
+SELECT same_bits($$SELECT k, min(COALESCE(x, 0)) AS v, max(-x) AS w FROM cm GROUP BY k$$);
+SELECT same_answer($$SELECT ca.i, max(ca.val * cb.val) AS v, min(cb.val * ca.val) AS w
+                     FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i$$, 0);
+SELECT same_answer($$SELECT cn.i, max(cn.val * cnw.val) AS v, min(COALESCE(cn.val * cnw.val, 0)) AS w
+                     FROM cn JOIN cnw ON cn.k = cnw.k GROUP BY cn.i$$, 0);
+SELECT same_answer($$SELECT cb.j, max(ca.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY cb.j$$, 0);
+-- (beside a sum over the join: its pairs in the node's order, within 1e-12)
+SELECT same_answer($$SELECT cb.j, max(ca.val) AS v, sum(ca.val * cb.val) AS w FROM ca JOIN cb ON ca.k = cb.k
+                     GROUP BY cb.j$$);
+-- a softmax over a CTE: its shift, exp, and normalizer, each a grouping
+SELECT same_answer($$WITH s AS MATERIALIZED (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS s FROM ca JOIN cb ON ca.k = cb.k
+                                             GROUP BY ca.i, cb.j),
+                          m AS (SELECT i, max(s) AS m FROM s GROUP BY i),
+                          e AS (SELECT s.i, s.j, exp(s.s - m.m) AS e FROM s JOIN m ON m.i = s.i),
+                          z AS (SELECT i, sum(e) AS z FROM e GROUP BY i)
+                     SELECT e.i, e.j, e.e / z.z AS v FROM e JOIN z ON z.i = e.i$$);
+-- (a product that overflows raises, as float8mul does)
+CREATE TABLE cmo (k int, x float8);
+INSERT INTO cmo VALUES (1, 1e200), (1, 1e300);
+SELECT k, max(a.x * b.x) FROM cmo a JOIN cmo b USING (k) GROUP BY k;
 -- (ddx.contraction = programs: not in a user's own query)
 SET ddx.contraction = 'programs';
 EXPLAIN (COSTS OFF) SELECT k, sum(x) FROM co GROUP BY k;

@@ -26,7 +26,7 @@ END $$;
 
 SET ddx.contraction = 'all';
 -- The line follows the plan.
-EXPLAIN (COSTS OFF) SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i;
+EXPLAIN (COSTS OFF) SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i;
 -- The grouping itself.
 SELECT refusals($$SELECT ra.i, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i HAVING count(*) > 1$$);
 SELECT refusals($$SELECT ra.i, rb.j, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY GROUPING SETS ((ra.i), (rb.j))$$);
@@ -50,12 +50,12 @@ SELECT refusals($$SELECT rb.j + rc.j AS g, sum((ra.v + rb.v) * rc.v) FROM ra JOI
 -- One line per grouping of a join, in planning order: a CTE's, an
 -- InitPlan's, the statement's own; none for the one the node computes, or
 -- for a grouping of one table.
-SELECT refusals($$WITH c AS MATERIALIZED (SELECT ra.i, max(ra.v * rb.v) AS x FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i)
+SELECT refusals($$WITH c AS MATERIALIZED (SELECT ra.i, stddev(ra.v * rb.v) AS x FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i)
                   SELECT c.i, sum(c.x * ra.v) FROM c JOIN ra ON ra.i = c.i
                   WHERE c.x > (SELECT sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k HAVING count(*) > 0)
                   GROUP BY c.i HAVING sum(c.x) > 0$$);
 SELECT refusals($$SELECT ra.i, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
-SELECT refusals($$SELECT ra.i, max(ra.v) FROM ra GROUP BY ra.i$$);
+SELECT refusals($$SELECT ra.i, stddev(ra.v) FROM ra GROUP BY ra.i$$);
 -- In the structured formats: one more object beside the statement's.
 CREATE FUNCTION refusals_json(q text) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
@@ -64,7 +64,7 @@ BEGIN
   EXECUTE 'EXPLAIN (COSTS OFF, FORMAT JSON) ' || q INTO plan;
   RETURN plan -> 1;
 END $$;
-SELECT refusals_json($$SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+SELECT refusals_json($$SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals_json($$SELECT ra.i, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$) IS NULL AS none;
 -- Only the statement explained: not those a function it runs plans (EXPLAIN
 -- ANALYZE runs it), whose own EXPLAIN has its own.
@@ -72,7 +72,7 @@ CREATE FUNCTION refused_inside() RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE
   r float8;
 BEGIN
-  SELECT max(x) INTO r FROM (SELECT ra.i, max(ra.v * rb.v) AS x FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i) q;
+  SELECT max(x) INTO r FROM (SELECT ra.i, stddev(ra.v * rb.v) AS x FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i) q;
   RETURN r;
 END $$;
 -- EXPLAIN ANALYZE's lines, the same on every major (18 counts buffers by
@@ -87,19 +87,19 @@ END $$;
 SELECT explain_analyzed('SELECT refused_inside()');
 CREATE FUNCTION explained_inside() RETURNS SETOF text LANGUAGE plpgsql AS $$
 BEGIN
-  RETURN QUERY SELECT refusals($q$SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$q$);
+  RETURN QUERY SELECT refusals($q$SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$q$);
 END $$;
 SELECT explained_inside();
 -- EXPLAIN EXECUTE shows none: the prepared statement's plan may be one the
 -- plan cache kept, planned before, and its planning is not EXPLAIN's.
-PREPARE refused AS SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i;
+PREPARE refused AS SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i;
 SELECT count(*) FROM refusals('EXECUTE refused');
 DEALLOCATE refused;
 -- Not under 'programs' (outside a program) or 'off'.
 SET ddx.contraction = 'programs';
-SELECT count(*) FROM refusals($$SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+SELECT count(*) FROM refusals($$SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SET ddx.contraction = 'off';
-SELECT count(*) FROM refusals($$SELECT ra.i, max(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+SELECT count(*) FROM refusals($$SELECT ra.i, stddev(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 RESET ddx.contraction;
 DROP FUNCTION refusals, refusals_json, refused_inside, explained_inside, explain_analyzed;
 DROP TABLE ra, rb, rc;
