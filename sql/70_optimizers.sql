@@ -324,11 +324,17 @@ CREATE FUNCTION _ddx.first_time(key text) RETURNS boolean
 --   of the step before.
 --   The run is locked for the transaction (see _ddx.run_claim); the step is
 --   logged in _ddx.train_log.
+--   The statement runs under its generic plan, planned once per session (as
+-- ddx's programs do): its custom plans cost the same work at every step
+-- (20 ms at the demo GPT's size), and PostgreSQL keeps choosing them where
+-- a custom plan's estimate is below the generic one's, as where the state
+-- tables hold several runs ($2) — the GPT's steps were planned anew, all of
+-- them (bench/RESULTS.md, "A step's statement planned once").
 CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   tabs _ddx.param_table[];
   kept _ddx.param_table[] := '{}';

@@ -1,6 +1,7 @@
 -- ddx 0.1 -> 0.2: ddx_version(); an optimizer step's applied gradients computed
--- inline (_ddx.step_table_sql); ddx_explain of programs without a GROUP BY at
--- their end; ddx_train's log_every 0 (no progress NOTICE).
+-- inline (_ddx.step_table_sql); an optimizer step's statement under its
+-- generic plan; ddx_explain of programs without a GROUP BY at their end;
+-- ddx_train's log_every 0 (no progress NOTICE).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -21,6 +22,12 @@ COMMENT ON FUNCTION ddx_version() IS
   'ddx_version(): the versions of ddx''s loaded library, of its SQL objects (ALTER EXTENSION ddx UPDATE brings them to the library''s) and of PostgreSQL';
 
 -- --- optimizer steps ------------------------------------------------------
+
+-- A step's statement runs under its generic plan, planned once per session
+-- (sql/70_optimizers.sql, _ddx.optimizer_step).
+ALTER FUNCTION _ddx.optimizer_step(text, text, text[], float8, float8, float8, float8, float8, text[], float8, float8,
+                                   float8, boolean, text)
+  SET plan_cache_mode = force_generic_plan;
 
 -- A step's applied gradients (ddx_d<i>) read the scale and the last step as
 -- scalar subqueries and are planned inside their readers (sql/70_optimizers.sql).

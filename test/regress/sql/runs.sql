@@ -300,3 +300,10 @@ END LOOP; END $$;
 SELECT count(*) AS kept FROM pg_prepared_statements WHERE name LIKE '\_ddx\_step\_%';
 -- the loss may end with a semicolon
 SELECT step FROM ddx_adamw_step('SELECT l FROM loss;  ', ARRAY['w.val'], 0.01, state_name => 'semicolon');
+-- a step's statement runs under its generic plan from its first execution
+-- (a custom plan is planned anew at every step), and the session's own
+-- plan_cache_mode is as it was
+SELECT step FROM ddx_adamw_step('SELECT l FROM loss', ARRAY['w.val'], 0.01, state_name => 'semicolon');
+SELECT generic_plans, custom_plans FROM pg_prepared_statements
+ WHERE name LIKE '\_ddx\_step\_%' ORDER BY prepare_time DESC LIMIT 1;
+SHOW plan_cache_mode;
