@@ -329,12 +329,15 @@ CREATE FUNCTION _ddx.first_time(key text) RETURNS boolean
 -- (20 ms at the demo GPT's size), and PostgreSQL keeps choosing them where
 -- a custom plan's estimate is below the generic one's, as where the state
 -- tables hold several runs ($2) — the GPT's steps were planned anew, all of
--- them (bench/RESULTS.md, "A step's statement planned once").
+-- them (bench/RESULTS.md, "A step's statement planned once"). Not in a
+-- database with Citus, which cannot plan a distributed statement whose
+-- parameters are unbound ("could not create distributed plan"). plan_cache_mode is set for the
+-- EXECUTE alone and put back after it (an error undoes it with the block).
 CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   tabs _ddx.param_table[];
   kept _ddx.param_table[] := '{}';
@@ -345,6 +348,7 @@ DECLARE
   stepped text[];
   sql text;
   prepared text;
+  plan_mode text;
   stale text;
   e_state text;
   e_msg text;
@@ -454,10 +458,17 @@ BEGIN
     END;
   END IF;
   BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN  -- (not where Citus is)
+      plan_mode := pg_catalog.current_setting('plan_cache_mode');
+      PERFORM pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true);
+    END IF;
     -- (EXECUTE of a prepared statement takes no $n of its own: the values are
     -- literals, float8's text being exact)
     EXECUTE format('EXECUTE %I (%s, %s, %L, %L, %L, %L, %L, %L, %L, %L)', prepared, step, run_id, lr, beta1, beta2,
                    eps, max_grad_norm, momentum, dampening, weight_decay) INTO grad_norm, loss;
+    IF plan_mode IS NOT NULL THEN
+      PERFORM pg_catalog.set_config('plan_cache_mode', plan_mode, true);
+    END IF;
   EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
                             e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;

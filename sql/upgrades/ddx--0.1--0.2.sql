@@ -23,11 +23,179 @@ COMMENT ON FUNCTION ddx_version() IS
 
 -- --- optimizer steps ------------------------------------------------------
 
--- A step's statement runs under its generic plan, planned once per session
--- (sql/70_optimizers.sql, _ddx.optimizer_step).
-ALTER FUNCTION _ddx.optimizer_step(text, text, text[], float8, float8, float8, float8, float8, text[], float8, float8,
-                                   float8, boolean, text)
-  SET plan_cache_mode = force_generic_plan;
+-- A step's statement runs under its generic plan, planned once per session,
+-- where Citus is not installed (sql/70_optimizers.sql, _ddx.optimizer_step).
+CREATE OR REPLACE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
+                                   eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
+                                   momentum float8, dampening float8, nesterov boolean, run_name text,
+                                   OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+  tabs _ddx.param_table[];
+  kept _ddx.param_table[] := '{}';
+  skipped text[] := '{}';
+  rd record;
+  run_id int;
+  run_owner regrole;
+  stepped text[];
+  sql text;
+  prepared text;
+  plan_mode text;
+  stale text;
+  e_state text;
+  e_msg text;
+  e_detail text;
+  e_hint text;
+  e_ctx text;
+  e_where text;
+BEGIN
+  -- PyTorch's argument checks
+  IF NOT _ddx.finite(lr) OR lr < 0 THEN
+    PERFORM _ddx.refuse_setting('lr', lr, 'a finite number, at least 0');
+  END IF;
+  IF opt <> 'sgd' THEN
+    IF NOT _ddx.finite(beta1) OR beta1 < 0 OR beta1 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta1', beta1, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(beta2) OR beta2 < 0 OR beta2 >= 1 THEN
+      PERFORM _ddx.refuse_setting('beta2', beta2, 'in [0, 1)');
+    END IF;
+    IF NOT _ddx.finite(eps) OR eps < 0 THEN
+      PERFORM _ddx.refuse_setting('eps', eps, 'a finite number, at least 0');
+    END IF;
+  END IF;
+  IF NOT _ddx.finite(weight_decay) OR weight_decay < 0 THEN
+    PERFORM _ddx.refuse_setting('weight_decay', weight_decay, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(momentum) OR momentum < 0 THEN
+    PERFORM _ddx.refuse_setting('momentum', momentum, 'a finite number, at least 0');
+  END IF;
+  IF NOT _ddx.finite(dampening) OR dampening < 0 THEN
+    PERFORM _ddx.refuse_setting('dampening', dampening, 'a finite number, at least 0');
+  END IF;
+  IF max_grad_norm = 'NaN' OR max_grad_norm < 0 THEN
+    PERFORM _ddx.refuse_setting('max_grad_norm', max_grad_norm, 'NULL (no clipping) or a number, at least 0');
+  END IF;
+  IF nesterov IS NULL THEN
+    RAISE EXCEPTION 'invalid value for nesterov: NULL' USING ERRCODE = '22004';
+  END IF;
+  IF nesterov AND (momentum <= 0 OR dampening <> 0) THEN
+    RAISE EXCEPTION 'Nesterov momentum requires a momentum and zero dampening' USING ERRCODE = '22023';
+  END IF;
+  IF loss_sql IS NULL THEN
+    RAISE EXCEPTION 'loss_sql must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
+  END IF;
+  loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
+  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
+  run_name := coalesce(run_name, _ddx.default_run_name(tabs));
+  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  -- the parameter tables the loss reads (unknown where it does not even
+  -- translate: then all of them, and preparing the statement says what is
+  -- wrong)
+  SELECT * INTO rd FROM _ddx.loss_reads(loss_sql, ARRAY(SELECT x.tbl FROM unnest(tabs) x),
+                                        ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
+  FOR i IN 1 .. array_length(tabs, 1) LOOP
+    IF rd.reads IS NULL OR rd.reads[i] THEN
+      kept := kept || tabs[i];
+    ELSE
+      skipped := skipped || tabs[i].qtbl;
+    END IF;
+  END LOOP;
+  IF skipped <> '{}' AND rd.opaque <> '{}' THEN
+    RAISE EXCEPTION 'ddx cannot see into %, which the loss calls', rd.opaque[1]
+      USING ERRCODE = '0A000',
+            DETAIL = format('Step %s of training run "%s": the loss reads %s nowhere else, so it could reach its '
+                            'parameters only inside what ddx cannot differentiate (%s), whose part of the loss would '
+                            'get no gradient.', step, run_name, array_to_string(skipped, ', '),
+                            array_to_string(rd.opaque, ', ')),
+            HINT = 'Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one '
+                   'SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).';
+  END IF;
+  FOR i IN 1 .. coalesce(array_length(skipped, 1), 0) LOOP
+    IF _ddx.first_time(format('skip %s %s', run_id, skipped[i])) THEN
+      RAISE NOTICE 'training run "%" skips table %: the loss does not read it', run_name, skipped[i]
+        USING DETAIL = 'A parameter table that the loss never reads gets no gradient and no step; its values and its '
+                       'optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
+    END IF;
+  END LOOP;
+  SELECT q.sql, q.stepped INTO sql, stepped
+    FROM _ddx.step_sql(_ddx.optimizer(opt, momentum <> 0, nesterov), loss_sql, kept, run_owner, weight_decay <> 0) q;
+  -- prepared once per session and statement (plans are kept across the
+  -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
+  -- and ddx differentiate it, again)
+  prepared := '_ddx_step_' || md5(sql);
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = prepared) THEN
+    -- at most 8 kept per session, the least recently prepared go (a loss
+    -- whose text changes every step, its batch formatted in, would
+    -- otherwise keep one per step)
+    FOR stale IN SELECT p.name FROM pg_catalog.pg_prepared_statements p WHERE p.name LIKE '\_ddx\_step\_%'
+                  ORDER BY p.prepare_time DESC OFFSET 7 LOOP
+      EXECUTE format('DEALLOCATE %I', stale);
+    END LOOP;
+    BEGIN
+      EXECUTE format('PREPARE %I (int, int, float8, float8, float8, float8, float8, float8, float8, float8) AS %s',
+                     prepared, sql);
+    EXCEPTION WHEN OTHERS THEN  -- the loss as written, or a construct ddx cannot differentiate
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
+                              e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
+        DETAIL = format('Step %s of training run "%s" (%s) failed while preparing its statement (the loss as '
+                        'written, and its derivative).', step, run_name, opt) || _ddx.users_frames(e_ctx) ||
+                 CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
+                 CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
+        HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
+               CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
+                    ELSE 'SET ddx.show_sql = on to see the statement.' END;
+    END;
+  END IF;
+  BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN  -- (not where Citus is)
+      plan_mode := pg_catalog.current_setting('plan_cache_mode');
+      PERFORM pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true);
+    END IF;
+    -- (EXECUTE of a prepared statement takes no $n of its own: the values are
+    -- literals, float8's text being exact)
+    EXECUTE format('EXECUTE %I (%s, %s, %L, %L, %L, %L, %L, %L, %L, %L)', prepared, step, run_id, lr, beta1, beta2,
+                   eps, max_grad_norm, momentum, dampening, weight_decay) INTO grad_norm, loss;
+    IF plan_mode IS NOT NULL THEN
+      PERFORM pg_catalog.set_config('plan_cache_mode', plan_mode, true);
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
+                            e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
+    e_where := CASE WHEN strpos(e_ctx, 'ddx gradient program') > 0 THEN 'computing the loss and its gradient'
+                    ELSE 'updating ' || array_to_string(stepped, ', ') || ' and the optimizer state' END;
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
+      DETAIL = format('Step %s of training run "%s" (%s) failed while %s.', step, run_name, opt, e_where) ||
+               _ddx.users_frames(e_ctx) ||
+               CASE WHEN e_detail <> '' THEN E'\n' || e_detail ELSE '' END ||
+               CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN E'\nStatement: ' || sql ELSE '' END,
+      HINT = CASE WHEN e_hint <> '' THEN e_hint || ' ' ELSE '' END ||
+             CASE WHEN e_state LIKE '22%' AND strpos(e_msg, 'out of range') > 0
+                  THEN 'The loss, its gradient or the update left float8''s range: lower the learning rate, or clip '
+                       'with max_grad_norm. ' ELSE '' END ||
+             CASE WHEN current_setting('ddx.show_sql', true) = 'on' THEN ''
+                  ELSE 'SET ddx.show_sql = on to see the statement.' END;
+  END;
+  -- (the error undoes the step's update with everything since the caller's
+  -- transaction, or ddx_train's last COMMIT, began)
+  IF loss IS NOT NULL AND NOT _ddx.finite(loss) OR grad_norm IS NOT NULL AND NOT _ddx.finite(grad_norm) THEN
+    RAISE EXCEPTION 'step % of training run "%" has a % that is not finite (%)', step, run_name,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN 'loss' ELSE 'gradient norm' END,
+                    CASE WHEN loss IS NOT NULL AND NOT _ddx.finite(loss) THEN loss ELSE grad_norm END
+      USING ERRCODE = '22P01',
+            DETAIL = format('Loss %s, gradient norm %s at learning rate %s: the step was not taken, and the '
+                            'parameters and optimizer state are those after step %s.', loss, grad_norm, lr, step - 1),
+            HINT = 'Lower the learning rate, clip the gradient (max_grad_norm), or look in the loss for what '
+                   'overflows (exp of a large value, a log or a division at zero).';
+  END IF;
+  INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
+    SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c
+  ON CONFLICT ON CONSTRAINT run_param_pkey DO UPDATE SET last_step = excluded.last_step;
+  INSERT INTO _ddx.train_log (run, step, loss, grad_norm, lr) VALUES (run_name, step, loss, grad_norm, lr);
+  lr_used := lr;
+END $$;
 
 -- A step's applied gradients (ddx_d<i>) read the scale and the last step as
 -- scalar subqueries and are planned inside their readers (sql/70_optimizers.sql).
