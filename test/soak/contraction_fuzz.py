@@ -24,7 +24,8 @@ two tables), the join's equalities (integer, text, int4 = int8, two keys),
 an extra condition on keys (a.i <= b.i), the GROUP BY keys (either side,
 expressions of one side, none, a column that depends on a primary key),
 the aggregates (sum, avg, count(*), count(e), max and min of products, of
-one side's expressions, of expressions of each side, some of which divide by zero on
+one side's expressions, of expressions of each side, of terms of both sides
+that are no product, some of which divide by zero on
 rows that join nothing, COALESCE(f * g, 0), products with the NULL guard
 ddx's backward writes, values so guarded), expressions of the sums in the
 output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
@@ -160,9 +161,16 @@ def aggregate():
         return f"{R.choice(['sum', 'avg'])}({factor(R.choice(['x', 'y']))})"
     if c < 0.87:
         return f"sum(COALESCE({factor('x')} * {factor('y')}, 0))"
-    if c < 0.9:
+    if c < 0.89:
         return f"sum({factor('y')} * {factor('x')})"
-    if c < 0.95:
+    if c < 0.94:
+        # a pair term: a float8 term of both sides that is no product, the
+        # node's to evaluate for each pair (the division raises where y.v is
+        # 1; its quotients are not multiples of 1/8, so only their max)
+        return R.choice([f"sum({factor('x')} - {factor('y')})", f"avg({factor('x')} + {factor('y')} * 2)",
+                         f"sum(COALESCE({factor('x')} + {factor('y')}, 0))", f"(min({factor('x')} - {factor('y')}) + 0)",
+                         f"(max({factor('x')} / ({factor('y')} - 1)) + 0)"])
+    if c < 0.97:
         # max and min over a join: of 0 and -0 each plan keeps the one its
         # order of pairs meets last (so does PostgreSQL's, by its join
         # method), so the zero's sign is dropped (-0 + 0 is 0)

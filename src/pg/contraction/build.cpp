@@ -70,6 +70,31 @@ void LazyFactors(State *st, uint32 r) {
   st->rdone[r] = true;
 }
 
+// The pair terms of build row r with the probe row `probe` into ptv, ptn
+// (each at its accumulator's slot): over the build row's kept values
+// (inner) and the probe row (outer), in lec. PostgreSQL evaluates an
+// aggregate's argument for each row of the join, after the join's
+// conditions: so does this, for each pair the key conditions kept.
+void PairTerms(State *st, uint32 r, TupleTableSlot *probe) {
+  ExprContext *lec = st->lec;
+  ResetExprContext(lec);
+  TupleTableSlot *s = st->lslot;
+  ExecClearTuple(s);
+  memcpy(s->tts_values, &st->rvals[static_cast<Size>(r) * st->bnatts], sizeof(Datum) * st->bnatts);
+  memcpy(s->tts_isnull, &st->rvnull[static_cast<Size>(r) * st->bnatts], st->bnatts);
+  ExecStoreVirtualTuple(s);
+  lec->ecxt_innertuple = s;
+  lec->ecxt_outertuple = probe;
+  for (int o = 0; o < st->nout; o++) {
+    if (!st->pair[o]) continue;
+    int a = st->accs[o].slot;
+    bool isnull;
+    Datum v = ExecEvalExprSwitchContext(st->pair[o], lec, &isnull);
+    st->ptn[a] = isnull;
+    st->ptv[a] = isnull ? 0.0 : DatumGetFloat8(v);
+  }
+}
+
 // The arrays Build evaluates an input row into, in the node's context: its
 // join keys (kv, kn), its group keys (gv, gn) and its factors (fv, fn); and
 // the probe row's factors as doubles (pf).
@@ -80,10 +105,11 @@ struct Scratch {
 };
 
 // The probe row being paired: its group id, the first of its dense cells
-// (base), and whether its factors are in pf and fn yet.
+// (base), whether its factors are in pf and fn yet, and its tuple.
 struct ProbeRow {
   uint32 gid, base;
   bool factors_done;
+  TupleTableSlot *slot;
 };
 
 // Allocates Build's scratch and starts its tables, in the order the build
@@ -338,10 +364,14 @@ bool Pair(State *st, Scratch *x, ProbeRow *p, uint32 r) {
   }
   if (!p->factors_done) ProbeFactors(st, x, p);       // (a pair the key conditions kept)
   if (st->lazy && !st->rdone[r]) LazyFactors(st, r);  // (likewise)
+  if (st->any_pair) PairTerms(st, r, p->slot);
   for (int o = 0; o < st->nout; o++) {
     const Accumulator &acc = st->accs[o];
     int a = acc.slot;
-    acc.ops->add(acc.spec, st->rf[r * nagg + a], st->rfnull[r * nagg + a], x->pf[a], x->fn[a], &sums[a], &hass[a]);
+    if (st->pair[o])  // (its term as the build side's value)
+      acc.ops->add(acc.spec, st->ptv[a], st->ptn[a], 1.0, false, &sums[a], &hass[a]);
+    else
+      acc.ops->add(acc.spec, st->rf[r * nagg + a], st->rfnull[r * nagg + a], x->pf[a], x->fn[a], &sums[a], &hass[a]);
   }
   st->pairs++;
   if ((static_cast<uint64>(st->pairs) & 65535) == 0) {
@@ -426,10 +456,11 @@ bool ProbeSide(State *st, Scratch *x, uint64 *count) {
   PlanState *child = st->input[kProbe];
   DenseInit(&st->dense, st->g[0].n);
   x->pf = static_cast<double *>(Alloc(st->cxt, sizeof(double) * (st->nagg + 1)));
-  ProbeRow p = {0, 0, false};
+  ProbeRow p = {0, 0, false, nullptr};
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(child);
     if (TupIsNull(slot)) break;
+    p.slot = slot;
     if (OverLimitAt(st, count)) return false;
     if (st->nrows == 0) continue;  // (read to the end all the same: rescans expect it)
     ResetExprContext(ec);

@@ -56,6 +56,13 @@ enum class AccKind : uint8 {
   kAvgSelect,  // avg(float8) of such a value
   kMax,        // max(float8) of f * g (float8mul), or of one side's expression: float8larger's
   kMin,        // min(float8) of the same: float8smaller's
+  // The same four of a term that is not a product of one factor per side
+  // (a softmax's normalizer sum(exp(s.x - m.m))): evaluated for each pair
+  // over both rows (ContractionPlan::pair_terms).
+  kSumPair,
+  kAvgPair,
+  kMaxPair,
+  kMinPair,
 };
 
 // How one output aggregate adds its pairs.
@@ -86,6 +93,10 @@ struct ContractionPlan {
   // The output aggregates, in the scan tuple's order (after the keys).
   List *factors[2] = {NIL, NIL};  // each side's factor of each (float8 or float4)
   List *accs = NIL;               // AccSpec *: how each adds its pairs
+  // Per output aggregate, its term over both sides where it is a pair
+  // term (AccKind k*Pair; its factors are 1s), else NULL: in the plan, the
+  // build side's columns as INNER_VAR, the probe side's as OUTER_VAR.
+  List *pair_terms = NIL;
   // The join's other conditions: over the group keys alone (KeyQuals).
   List *key_quals = NIL;
   // row_number() OVER () of the groups, the scan tuple's last column

@@ -160,7 +160,20 @@ void InitAccumulators(State *st, const ContractionPlan &plan, EState *estate) {
     slot += a->ops->slots;
   }
   st->plain = st->nagg == 1 && st->accs[0].spec.kind == AccKind::kSum;
+  st->pair = static_cast<ExprState **>(palloc0(sizeof(ExprState *) * (st->nout + 1)));
+  st->any_pair = false;
+  i = 0;
+  foreach (lc, plan.pair_terms) {
+    if (lfirst(lc)) {
+      st->pair[i] = ExecInitExpr(static_cast<Expr *>(lfirst(lc)), ps);
+      st->any_pair = true;
+    }
+    i++;
+  }
+  st->ptv = static_cast<double *>(palloc0(sizeof(double) * (st->nagg + 1)));
+  st->ptn = static_cast<bool *>(palloc0(st->nagg + 1));
   st->lazy = plan.lazy_factors;
+  if (st->any_pair && !st->lazy) elog(ERROR, "ddx contraction: pair terms without the build rows kept");
   if (st->lazy) {
     st->btd = ExecGetResultType(static_cast<PlanState *>(linitial(st->css.custom_ps)));
     st->bnatts = st->btd->natts;
@@ -265,7 +278,8 @@ void ReadThrough(State *st) {
     st->through[side] = false;
     Exprs *es[3] = {side == kBuild ? &st->bkeys : &st->pkeys, side == kBuild ? &st->bfactors : &st->pfactors,
                     &st->gx[side]};
-    if (!IsA(child, SubqueryScanState) || (side == kBuild && st->lazy)) continue;
+    // (pair terms read the child's columns by the child's own numbers)
+    if (!IsA(child, SubqueryScanState) || (side == kBuild && st->lazy) || st->any_pair) continue;
     bool ok = true;
     for (Exprs *e : es) ok = ok && e->direct;
     const AttrNumber *map = ok ? PickedColumns(reinterpret_cast<SubqueryScanState *>(child)) : nullptr;

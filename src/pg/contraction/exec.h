@@ -63,7 +63,14 @@ struct State {
   // of a group (the "sums" below) and nagg factors of a row.
   int nout;
   Accumulator *accs;
-  bool plain;   // one accumulator, a float8 sum (the pairing loop's fast path)
+  bool plain;  // one accumulator, a float8 sum (the pairing loop's fast path)
+  // Per accumulator, its pair term's state (ContractionPlan::pair_terms),
+  // or null; any_pair where one has one. Evaluated in lec over the build
+  // row (lslot, inner) and the probe row (outer).
+  ExprState **pair;
+  bool any_pair;
+  double *ptv;  // a pair's terms (nagg), NULL where ptn
+  bool *ptn;
   int16 *klen;  // the build side's join keys' types
   bool *kbyval;
   // the build side's rows

@@ -102,6 +102,10 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
     foreach (lc, plan.accs) n += strcmp(AccOps(static_cast<const AccSpec *>(lfirst(lc))->kind).explain, label) == 0;
     if (n || label == labels[0]) ExplainPropertyInteger(label, nullptr, n, es);
   }
+  int npair = 0;
+  ListCell *pc;
+  foreach (pc, plan.pair_terms) npair += lfirst(pc) != nullptr;
+  if (npair) ExplainPropertyInteger("Pair Terms", nullptr, npair, es);
   if (plan.numbered) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
   if (plan.lazy_factors) ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
   if (List *quals = plan.key_quals) {

@@ -128,8 +128,13 @@ const AccKindOps kAccKinds[] = {
     /* kAvgSelect */ {"Averages", 3, AddPair<Term::kSelect, Fold::kAvg>, EmitAvg},
     /* kMax */ {"Maxima", 1, AddPair<Term::kProduct, Fold::kMax>, EmitFloat8},
     /* kMin */ {"Minima", 1, AddPair<Term::kProduct, Fold::kMin>, EmitFloat8},
+    /* kSumPair */ {"Sums", 1, AddPair<Term::kPair, Fold::kSum>, EmitFloat8},
+    /* kAvgPair */ {"Averages", 3, AddPair<Term::kPair, Fold::kAvg>, EmitAvg},
+    /* kMaxPair */ {"Maxima", 1, AddPair<Term::kPair, Fold::kMax>, EmitFloat8},
+    /* kMinPair */ {"Minima", 1, AddPair<Term::kPair, Fold::kMin>, EmitFloat8},
 };
-static_assert(sizeof kAccKinds / sizeof kAccKinds[0] == static_cast<size_t>(AccKind::kMin) + 1, "one row per AccKind");
+static_assert(sizeof kAccKinds / sizeof kAccKinds[0] == static_cast<size_t>(AccKind::kMinPair) + 1,
+              "one row per AccKind");
 
 }  // namespace
 

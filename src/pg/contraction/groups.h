@@ -67,8 +67,9 @@ bool DenseRow(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, uint32 
 // How a pair makes its term: f * g in float8 (float8_mul, which raises on
 // overflow and underflow as PostgreSQL's does), in float4 (float4_mul), a 1
 // (count), or a guarded value (SelectGuard: the override factor where it is
-// not NULL, else the other side's value).
-enum class Term { kProduct, kProductFloat4, kOne, kSelect };
+// not NULL, else the other side's value), or a pair term evaluated by the
+// caller (over both rows: its value bv, NULL where bn).
+enum class Term { kProduct, kProductFloat4, kOne, kSelect, kPair };
 // How the slots take a term: float8_pl, float4_pl, a count, avg's
 // float8_accum (N, Sx and Sxx in three slots), or max's and min's
 // float8larger and float8smaller.
@@ -78,7 +79,11 @@ enum class Fold { kSum, kSumFloat4, kCount, kAvg, kMax, kMin };
 // term, but under COALESCE(term, 0), whose NULL adds 0).
 template <Term T>
 inline bool PairTerm(const AccSpec &a, double bv, bool bn, double pv, bool pn, double *term) {
-  if constexpr (T == Term::kSelect) {
+  if constexpr (T == Term::kPair) {
+    if (bn && !a.null_zero) return false;
+    *term = bn ? 0.0 : bv;
+    return true;
+  } else if constexpr (T == Term::kSelect) {
     bool on_probe = a.override_side == kProbe;
     bool override_null = on_probe ? pn : bn, value_null = on_probe ? bn : pn;
     if (override_null && value_null && !a.null_zero) return false;

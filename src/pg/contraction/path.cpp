@@ -314,7 +314,11 @@ Refusal ChooseBuildSide(const ContractionPlan &plan, const Split *x, int *build,
         "a GROUP BY key that may raise an error beside a join condition on the keys: PostgreSQL computes "
         "it only for the pairs the condition keeps"};
   *build = b;
-  *lazy = fraise[b];
+  // (pair terms read the build row's columns at each pair: its tuple kept)
+  bool pairs = false;
+  ListCell *lc;
+  foreach (lc, plan.pair_terms) pairs = pairs || lfirst(lc);
+  *lazy = fraise[b] || pairs;
   return kFits;
 }
 
@@ -380,12 +384,15 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   // operator per key that the hash aggregate prices them at, so that the
   // node wins where both would cost the same, as the CTEs' estimates of a
   // row or two in ddx's programs make them. Measured (bench/grouping.py,
-  // bench/RESULTS.md): ahead where a group has a few rows or more, behind
-  // where each row is a group of its own, which the programs' estimates
-  // cannot tell apart; the GPT's gradient is faster with it.
+  // bench/RESULTS.md): 2-5x less time than the hash aggregate above the
+  // scan, from thousands of rows a group to one.
   double key_work = one ? 0.5 * cpu_operator_cost * pp->rows * list_length(plan->group_keys)
                         : cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(plan->join_keys[b]), 1);
-  cp->path.startup_cost = bp->total_cost + pp->total_cost + key_work + cpu_operator_cost * pairs * nagg;
+  // Pair terms: evaluated for each pair, as for each join row.
+  QualCost pair_cost;
+  cost_qual_eval_node(&pair_cost, reinterpret_cast<Node *>(plan->pair_terms), root);
+  cp->path.startup_cost =
+      bp->total_cost + pp->total_cost + key_work + cpu_operator_cost * pairs * nagg + pair_cost.per_tuple * pairs;
   cp->path.total_cost = cp->path.startup_cost + cpu_tuple_cost * groups;
   cp->path.pathkeys = NIL;
   cp->flags = 0;

@@ -16,13 +16,15 @@ namespace ddx::pg::contraction {
 
 namespace {
 
-// Var (varno, attno) of `side` -> OUTER_VAR at its position in the child's
-// target list.
+// Var (varno, attno) of `side` -> OUTER_VAR (or `varno`) at its position in
+// the child's target list.
 struct MapCtx {
   Relids rels;  // the side's
   List *tlist;
   bool missing;
-  bool exprs;  // whole expressions matched too (a grouping of one relation)
+  bool exprs;             // whole expressions matched too (a grouping of one relation)
+  int varno = OUTER_VAR;  // what the side's Vars become
+  bool others = false;    // Vars of other relations left as they are (a pair term's other side)
 };
 
 Node *MapVars(Node *n, MapCtx *ctx) {
@@ -35,17 +37,20 @@ Node *MapVars(Node *n, MapCtx *ctx) {
     foreach (lc, ctx->tlist) {
       TargetEntry *te = lfirst_node(TargetEntry, lc);
       if (equal(te->expr, n))
-        return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, exprType(n), exprTypmod(n), exprCollation(n), 0));
+        return reinterpret_cast<Node *>(
+            makeVar(ctx->varno, te->resno, exprType(n), exprTypmod(n), exprCollation(n), 0));
     }
   }
   if (IsA(n, Var)) {
     Var *v = castNode(Var, n);
+    // (INNER_VAR and OUTER_VAR are negative: no relation's)
+    if (ctx->others && (v->varno <= 0 || !bms_is_member(v->varno, ctx->rels))) return n;
     ListCell *lc;
     foreach (lc, ctx->tlist) {
       TargetEntry *te = lfirst_node(TargetEntry, lc);
       if (IsA(te->expr, Var) && castNode(Var, te->expr)->varno == v->varno &&
           castNode(Var, te->expr)->varattno == v->varattno && bms_is_member(v->varno, ctx->rels))
-        return reinterpret_cast<Node *>(makeVar(OUTER_VAR, te->resno, v->vartype, v->vartypmod, v->varcollid, 0));
+        return reinterpret_cast<Node *>(makeVar(ctx->varno, te->resno, v->vartype, v->vartypmod, v->varcollid, 0));
     }
     ctx->missing = true;
     return n;
@@ -85,6 +90,34 @@ List *OverChild(List *exprs, Relids rels, Plan *child, bool whole) {
     Node *m = MapVars(static_cast<Node *>(copyObjectImpl(lfirst(lc))), &ctx);
     if (ctx.missing) elog(ERROR, "ddx contraction: a column is missing from a child's target list");
     fix_opfuncids(m);
+    mapped = lappend(mapped, m);
+  }
+  return mapped;
+}
+
+// Whether n has a Var of neither child.
+bool OtherVar(Node *n, void *) {
+  if (!n) return false;
+  if (IsA(n, Var)) return castNode(Var, n)->varno != INNER_VAR && castNode(Var, n)->varno != OUTER_VAR;
+  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(OtherVar), nullptr);
+}
+
+// Each pair term (or NULL) over both children: the build side's columns as
+// INNER_VAR, the probe side's as OUTER_VAR (PairTerms evaluates them so).
+List *OverBoth(List *terms, const Relids rels[2], Plan *const children[2]) {
+  List *mapped = NIL;
+  ListCell *lc;
+  foreach (lc, terms) {
+    Node *m = static_cast<Node *>(copyObjectImpl(lfirst(lc)));
+    if (m) {
+      MapCtx bc{rels[kBuild], children[kBuild]->targetlist, false, false, INNER_VAR, true};
+      m = MapVars(m, &bc);
+      MapCtx pc{rels[kProbe], children[kProbe]->targetlist, false, false, OUTER_VAR, true};
+      m = MapVars(m, &pc);
+      if (bc.missing || pc.missing || OtherVar(m, nullptr))
+        elog(ERROR, "ddx contraction: a column is missing from a child's target list");
+      fix_opfuncids(m);
+    }
     mapped = lappend(mapped, m);
   }
   return mapped;
@@ -130,6 +163,7 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
     plan.join_keys[side] = OverChild(path->join_keys[side], path->rels[side], children[side], one);
     plan.factors[side] = OverChild(path->factors[side], path->rels[side], children[side], one);
   }
+  plan.pair_terms = OverBoth(path->pair_terms, path->rels, children);
   plan.group_keys = NIL;
   ListCell *ls;
   forboth(lc, path->group_keys, ls, path->group_side) {

@@ -37,6 +37,7 @@ enum Slot {
   kKeyQuals,
   kNumbered,
   kLazyFactors,
+  kPairTerms,
   kNSlots
 };
 
@@ -76,6 +77,7 @@ List *ToPrivate(const ContractionPlan *p) {
   // (an Integer node: a Node where a List would be NIL, never one)
   slots[kNumbered] = reinterpret_cast<List *>(makeInteger(p->numbered ? 1 : 0));
   slots[kLazyFactors] = reinterpret_cast<List *>(makeInteger(p->lazy_factors ? 1 : 0));
+  slots[kPairTerms] = Copy(p->pair_terms);
   List *priv = NIL;
   for (int s = 0; s < kNSlots; s++) priv = lappend(priv, slots[s]);
   return priv;
@@ -110,6 +112,7 @@ void FromPrivate(List *priv, ContractionPlan *p) {
   p->key_quals = At(priv, kKeyQuals);
   p->numbered = intVal(list_nth(priv, kNumbered)) != 0;
   p->lazy_factors = intVal(list_nth(priv, kLazyFactors)) != 0;
+  p->pair_terms = At(priv, kPairTerms);
 }
 
 }  // namespace ddx::pg::contraction

@@ -265,15 +265,42 @@ bool SelectGuard(PlannerInfo *root, Node *arg, const Relids sides[2], Node **of,
   return true;
 }
 
+// The factors of a product of one factor per side, f * g (float8mul,
+// float48mul, float84mul; float4mul where f4), or f * g with a NULL guard
+// (SplitGuard), appended to s's sides; a refusal where arg is no such
+// product (and nothing appended).
+Refusal ProductFactors(PlannerInfo *root, Node *arg, bool f4, const Relids sides[2], ContractionPlan *s) {
+  if (!is_opclause(arg)) return Refusal{"an aggregate over both sides of something other than a product"};
+  OpExpr *op = castNode(OpExpr, arg);
+  RegProcedure mul = get_opcode(op->opno);
+  if (list_length(op->args) != 2 ||
+      (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
+    return Refusal{"an aggregate over both sides of something other than a float8 or float4 product"};
+  Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
+  int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
+  if (mul == F_FLOAT8MUL && ls < 0 && SplitGuard(root, op, l, r, sides, &l, &ls, &r, &rs)) {
+    // (a NULL guard split: l over one side, r over the other)
+  } else if (mul == F_FLOAT8MUL && rs < 0 && SplitGuard(root, op, r, l, sides, &r, &rs, &l, &ls)) {
+    // (likewise)
+  } else if (ls < 0 || rs < 0 || ls == rs) {
+    return Refusal{"a product whose factors are not one of each side"};
+  }
+  s->factors[ls] = lappend(s->factors[ls], l);
+  s->factors[rs] = lappend(s->factors[rs], r);
+  return kFits;
+}
+
 // The aggregate a, whose factors are in place, as computed by an
-// accumulator of `kind`.
-void AddAggregate(ContractionPlan *p, Aggref *a, AccKind kind, bool null_zero, int override_side) {
+// accumulator of `kind` (of the pair term `pair`, or null).
+void AddAggregate(ContractionPlan *p, Aggref *a, AccKind kind, bool null_zero, int override_side,
+                  Node *pair = nullptr) {
   AccSpec *spec = static_cast<AccSpec *>(palloc(sizeof(AccSpec)));
   spec->kind = kind;
   spec->null_zero = null_zero;
   spec->override_side = override_side;
   p->accs = lappend(p->accs, spec);
   p->aggrefs = lappend(p->aggrefs, a);
+  p->pair_terms = lappend(p->pair_terms, pair);
 }
 
 // An aggregate the node computes over the pairs of rows that join:
@@ -288,7 +315,9 @@ void AddAggregate(ContractionPlan *p, Aggref *a, AccKind kind, bool null_zero, i
 //   of none): the pairs where e is not NULL, as a "product" of 1s;
 //   max(float8) and min(float8) of a float8 product or of one side's
 //   expression (a softmax's shift), as float8larger and float8smaller fold
-//   them (the product's NULLs and COALESCE as a sum's).
+//   them (the product's NULLs and COALESCE as a sum's);
+//   any of the float8 ones of a float8 term of both sides that is not such
+//   a product (a pair term: the node evaluates it for each pair).
 Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], ContractionPlan *s) {
   Oid fn = a->aggfnoid;
   bool count = fn == F_COUNT_ || fn == F_COUNT_ANY, avg = fn == F_AVG_FLOAT8 || fn == F_AVG_FLOAT4;
@@ -317,7 +346,7 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
     arg = static_cast<Node *>(linitial(castNode(CoalesceExpr, arg)->args));
     null_zero = true;
   }
-  Node *sel_o = nullptr, *sel_d = nullptr;
+  Node *sel_o = nullptr, *sel_d = nullptr, *pair = nullptr;
   int sel_os = -1, sel_ds = -1;
   int side = SideOf(root, arg, sides, 0);
   if (side >= 0) {
@@ -329,29 +358,26 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
     s->factors[sel_os] = lappend(s->factors[sel_os], sel_o);
     s->factors[sel_ds] = lappend(s->factors[sel_ds], sel_d);
   } else {
-    if (!is_opclause(arg)) return Refusal{"an aggregate over both sides of something other than a product"};
-    OpExpr *op = castNode(OpExpr, arg);
-    RegProcedure mul = get_opcode(op->opno);
-    if (list_length(op->args) != 2 ||
-        (f4 ? mul != F_FLOAT4MUL : mul != F_FLOAT8MUL && mul != F_FLOAT48MUL && mul != F_FLOAT84MUL))
-      return Refusal{"an aggregate over both sides of something other than a float8 or float4 product"};
-    Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
-    int ls = SideOf(root, l, sides, -1), rs = SideOf(root, r, sides, -1);
-    if (mul == F_FLOAT8MUL && ls < 0 && SplitGuard(root, op, l, r, sides, &l, &ls, &r, &rs)) {
-      // (a NULL guard split: l over one side, r over the other)
-    } else if (mul == F_FLOAT8MUL && rs < 0 && SplitGuard(root, op, r, l, sides, &r, &rs, &l, &ls)) {
-      // (likewise)
-    } else if (ls < 0 || rs < 0 || ls == rs) {
-      return Refusal{"a product whose factors are not one of each side"};
+    Refusal r = ProductFactors(root, arg, f4, sides, s);
+    if (r) {
+      // A float8 term of both sides that is no such product (a softmax's
+      // normalizer, exp(s.x - m.m)): evaluated for each pair over both
+      // rows, as PostgreSQL evaluates it for each row of the join.
+      if (f4 || exprType(arg) != FLOAT8OID) return r;
+      s->factors[kBuild] = lappend(s->factors[kBuild], NotNullOne(nullptr));
+      s->factors[kProbe] = lappend(s->factors[kProbe], NotNullOne(nullptr));
+      pair = arg;
     }
-    s->factors[ls] = lappend(s->factors[ls], l);
-    s->factors[rs] = lappend(s->factors[rs], r);
   }
-  AccKind kind = extreme ? (fn == F_MAX_FLOAT8 ? AccKind::kMax : AccKind::kMin)
-                 : sel_o ? (avg ? AccKind::kAvgSelect : AccKind::kSumSelect)
-                 : f4    ? (avg ? AccKind::kAvgFloat4 : AccKind::kSumFloat4)
-                         : (avg ? AccKind::kAvg : AccKind::kSum);
-  AddAggregate(s, a, kind, null_zero, sel_o ? sel_os : -1);
+  AccKind kind = pair      ? (fn == F_MAX_FLOAT8   ? AccKind::kMaxPair
+                              : fn == F_MIN_FLOAT8 ? AccKind::kMinPair
+                              : avg                ? AccKind::kAvgPair
+                                                   : AccKind::kSumPair)
+                 : extreme ? (fn == F_MAX_FLOAT8 ? AccKind::kMax : AccKind::kMin)
+                 : sel_o   ? (avg ? AccKind::kAvgSelect : AccKind::kSumSelect)
+                 : f4      ? (avg ? AccKind::kAvgFloat4 : AccKind::kSumFloat4)
+                           : (avg ? AccKind::kAvg : AccKind::kSum);
+  AddAggregate(s, a, kind, null_zero, sel_o ? sel_os : -1, pair);
   return kFits;
 }
 

@@ -37,16 +37,19 @@ SELECT refusals($$SELECT ra.i, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k A
 SELECT refusals($$SELECT ra.i + rb.j AS g, sum(ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i + rb.j$$);
 SELECT refusals($$SELECT ra.i / (ra.k - 1) AS g, rb.j / (rb.k - 1) AS h, sum(ra.v * rb.v)
                   FROM ra JOIN rb ON ra.k = rb.k GROUP BY 1, 2$$);
--- The aggregates and the output.
+-- The aggregates and the output. (A float8 term of both sides that is no
+-- product is the node's, evaluated for each pair: not a float4 one.)
 SELECT refusals($$SELECT ra.i, sum(ra.v + rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
-SELECT refusals($$SELECT ra.i, sum(ra.v * rb.v * ra.v * rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+SELECT refusals($$SELECT ra.i, sum(ra.v::float4 + rb.v::float4) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+SELECT refusals($$SELECT ra.i, sum(ra.v::float4 * rb.v::float4 * ra.v::float4) FROM ra JOIN rb ON ra.k = rb.k
+                  GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, sum(coalesce(ra.v * rb.v, 1)) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, count(ra.v + rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, sum(ra.v * rb.v) + random() AS r FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 -- A join of three: each split's reason, once.
-SELECT refusals($$SELECT rb.j + rc.j AS g, sum((ra.v + rb.v) * rc.v) FROM ra JOIN rb ON ra.k = rb.k JOIN rc ON rc.j = rb.j
-                  GROUP BY rb.j + rc.j$$);
+SELECT refusals($$SELECT rb.j + rc.j AS g, sum((ra.v + rb.v)::float4 * rc.v::float4) FROM ra JOIN rb ON ra.k = rb.k
+                  JOIN rc ON rc.j = rb.j GROUP BY rb.j + rc.j$$);
 -- One line per grouping of a join, in planning order: a CTE's, an
 -- InitPlan's, the statement's own; none for the one the node computes, or
 -- for a grouping of one table.
