@@ -49,19 +49,25 @@ bool OverLimit(State *st) {
   return used > st->limit;
 }
 
+// Build row r's kept values (lazy_factors) in lslot, with lec reset for
+// expressions over it.
+TupleTableSlot *KeptRow(State *st, uint32 r) {
+  ResetExprContext(st->lec);
+  TupleTableSlot *s = st->lslot;
+  ExecClearTuple(s);
+  memcpy(s->tts_values, &st->rvals[static_cast<Size>(r) * st->bnatts], sizeof(Datum) * st->bnatts);
+  memcpy(s->tts_isnull, &st->rvnull[static_cast<Size>(r) * st->bnatts], st->bnatts);
+  ExecStoreVirtualTuple(s);
+  return s;
+}
+
 // A build row's factors, on its first pair (lazy_factors): from its child
 // tuple's values, kept at the build. PostgreSQL computes an aggregate's
 // argument only for the join's rows, after the join's other conditions: so
 // does this, called for a pair the key conditions kept.
 void LazyFactors(State *st, uint32 r) {
   ExprContext *lec = st->lec;
-  ResetExprContext(lec);
-  TupleTableSlot *s = st->lslot;
-  ExecClearTuple(s);
-  memcpy(s->tts_values, &st->rvals[static_cast<Size>(r) * st->bnatts], sizeof(Datum) * st->bnatts);
-  memcpy(s->tts_isnull, &st->rvnull[static_cast<Size>(r) * st->bnatts], st->bnatts);
-  ExecStoreVirtualTuple(s);
-  lec->ecxt_outertuple = s;
+  lec->ecxt_outertuple = KeptRow(st, r);
   Eval(st->bfactors, lec, st->lfv, st->lfn);
   for (int a = 0; a < st->nagg; a++) {
     st->rfnull[r * st->nagg + a] = st->lfn[a];
@@ -77,13 +83,7 @@ void LazyFactors(State *st, uint32 r) {
 // conditions: so does this, for each pair the key conditions kept.
 void PairTerms(State *st, uint32 r, TupleTableSlot *probe) {
   ExprContext *lec = st->lec;
-  ResetExprContext(lec);
-  TupleTableSlot *s = st->lslot;
-  ExecClearTuple(s);
-  memcpy(s->tts_values, &st->rvals[static_cast<Size>(r) * st->bnatts], sizeof(Datum) * st->bnatts);
-  memcpy(s->tts_isnull, &st->rvnull[static_cast<Size>(r) * st->bnatts], st->bnatts);
-  ExecStoreVirtualTuple(s);
-  lec->ecxt_innertuple = s;
+  lec->ecxt_innertuple = KeptRow(st, r);
   lec->ecxt_outertuple = probe;
   for (int o = 0; o < st->nout; o++) {
     if (!st->pair[o]) continue;
