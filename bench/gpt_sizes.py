@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Which GPT learns to write in how many steps: the model of examples/gpt in PyTorch.
 
-    bench/gpt_sizes.py STEPS L,H,C,T,B,LR[,nobias][,warmup=N][,decay=N][,minf=F][,seed=N] [...]
+    bench/gpt_sizes.py STEPS L,H,C,T,B,LR[,nobias][,warmup=N][,decay=N][,minf=F][,seed=N]
+                             [,beta1=F][,beta2=F][,wd=F][,clip=F][,every=N] [...]
 
 The model is test/torch/test_gpt.py's twin of examples/gpt (float64, one
 thread), initialized as gpt.setup initializes it, trained with AdamW as
@@ -18,7 +19,12 @@ model without biases (gpt.setup's bias => false). `warmup`, `decay`, `minf`:
 the schedule's warmup steps (50), the step its cosine ends at (STEPS) and
 its last rate as a fraction of LR (0.1), as ddx_schedule_warmup_cosine's
 warmup_steps, decay_steps and min_lr / max_lr; `seed`: the generator's seed
-(0), for the spread between initializations and batches. The demo's
+(0), for the spread between initializations and batches; `beta1`, `beta2`:
+AdamW's betas (0.9, 0.99); `wd`: the weight decay on matrices and
+embeddings (0.1); `clip`: the gradient norm clipped to (1.0; 0 for no
+clipping); `every`: the steps between validations (100). With the
+environment variable GPT_SIZES_JSON set, each configuration's options and
+full validation curve are also appended, a JSON line, to that file. The demo's
 (examples/gpt/train.sql):
 
     bench/gpt_sizes.py 1700 1,2,32,16,8,1e-2,warmup=400,decay=2000,minf=0.02
@@ -27,6 +33,7 @@ import math
 import sys
 import time
 import os
+import json
 
 import torch
 
@@ -73,14 +80,15 @@ def init(L, H, C, T, nv, g, bias=True):
     return p
 
 
-def run(steps, L, H, C, T, B, lr, bias=True, warmup=50, decay=None, minf=0.1, seed=0):
+def run(steps, L, H, C, T, B, lr, bias=True, warmup=50, decay=None, minf=0.1, seed=0,
+        beta1=0.9, beta2=0.99, wd=0.1, clip=1.0, every=100):
     decay = decay or steps
     data, val, nv = corpus()
     g = torch.Generator().manual_seed(seed)
     p = init(L, H, C, T, nv, g, bias)
-    opt = torch.optim.AdamW([{"params": [p[n] for n in p if n not in tg.NO_DECAY], "weight_decay": 0.1},
+    opt = torch.optim.AdamW([{"params": [p[n] for n in p if n not in tg.NO_DECAY], "weight_decay": wd},
                              {"params": [p[n] for n in p if n in tg.NO_DECAY], "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.99))
+                            lr=lr, betas=(beta1, beta2))
     train_starts, val_starts = windows(val, T, False), windows(val, T, True)
     vs = val_starts[torch.linspace(0, len(val_starts) - 1, 64).long()]
     vtok = torch.stack([data[s:s + T] for s in vs])
@@ -95,10 +103,11 @@ def run(steps, L, H, C, T, B, lr, bias=True, warmup=50, decay=None, minf=0.1, se
         t0 = time.perf_counter()
         opt.zero_grad()
         tg.forward(p, tok, tgt, L, H).backward()
-        torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(list(p.values()), clip)
         opt.step()
         ms.append((time.perf_counter() - t0) * 1000)
-        if (it + 1) % 100 == 0:
+        if (it + 1) % every == 0:
             with torch.no_grad():
                 v = tg.forward(p, vtok, vtgt, L, H).item()
             curve.append((it + 1, v))
@@ -106,9 +115,18 @@ def run(steps, L, H, C, T, B, lr, bias=True, warmup=50, decay=None, minf=0.1, se
                 below = it + 1
     ms.sort()
     sched = f" warmup {warmup}, cosine to {decay}, to {minf:g} lr, seed {seed}"
+    if (beta1, beta2, wd, clip, every) != (0.9, 0.99, 0.1, 1.0, 100):
+        sched += f", betas {beta1:g}/{beta2:g}, wd {wd:g}, clip {clip:g}, every {every}"
     print(f"{L},{H},{C},{T},{B} lr {lr:g}{'' if bias else ' no biases'}{sched}: validation " +
           " ".join(f"{s}:{v:.2f}" for s, v in curve[::2]) +
           f"; below 2.0 at step {below}; PyTorch {ms[len(ms) // 2]:.1f} ms a step", flush=True)
+    if os.environ.get("GPT_SIZES_JSON"):
+        with open(os.environ["GPT_SIZES_JSON"], "a") as out:
+            out.write(json.dumps({"L": L, "H": H, "C": C, "T": T, "B": B, "lr": lr, "bias": bias,
+                                  "warmup": warmup, "decay": decay, "minf": minf, "seed": seed,
+                                  "beta1": beta1, "beta2": beta2, "wd": wd, "clip": clip,
+                                  "every": every, "steps": steps, "below": below,
+                                  "curve": curve, "ms": ms[len(ms) // 2]}) + "\n")
 
 
 def main():
@@ -118,7 +136,10 @@ def main():
         opts = dict(o.split("=") for o in rest if "=" in o)
         run(steps, int(L), int(H), int(C), int(T), int(B), float(lr), "nobias" not in rest,
             warmup=int(opts.get("warmup", 50)), decay=int(opts["decay"]) if "decay" in opts else None,
-            minf=float(opts.get("minf", 0.1)), seed=int(opts.get("seed", 0)))
+            minf=float(opts.get("minf", 0.1)), seed=int(opts.get("seed", 0)),
+            beta1=float(opts.get("beta1", 0.9)), beta2=float(opts.get("beta2", 0.99)),
+            wd=float(opts.get("wd", 0.1)), clip=float(opts.get("clip", 1.0)),
+            every=int(opts.get("every", 100)))
 
 
 if __name__ == "__main__":
