@@ -363,7 +363,11 @@ Refusal NodeAggregate(PlannerInfo *root, Aggref *a, const Relids sides[2], Contr
       // A float8 term of both sides that is no such product (a softmax's
       // normalizer, exp(s.x - m.m)): evaluated for each pair over both
       // rows, as PostgreSQL evaluates it for each row of the join.
-      if (f4 || exprType(arg) != FLOAT8OID) return r;
+      // (SideOf's -1 also means an expression it cannot place: a
+      // placeholder, a subplan, a volatile function, another level's Var)
+      if (f4 || exprType(arg) != FLOAT8OID || ForbiddenWalker(arg, nullptr) || contain_volatile_functions(arg) ||
+          !bms_is_subset(pull_varnos(root, arg), bms_union(sides[0], sides[1])))
+        return r;
       s->factors[kBuild] = lappend(s->factors[kBuild], NotNullOne(nullptr));
       s->factors[kProbe] = lappend(s->factors[kProbe], NotNullOne(nullptr));
       pair = arg;

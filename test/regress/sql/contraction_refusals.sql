@@ -41,6 +41,9 @@ SELECT refusals($$SELECT ra.i / (ra.k - 1) AS g, rb.j / (rb.k - 1) AS h, sum(ra.
 -- product is the node's, evaluated for each pair: not a float4 one.)
 SELECT refusals($$SELECT ra.i, sum(ra.v + rb.v) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, sum(ra.v::float4 + rb.v::float4) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
+-- (nor a term with a volatile function: evaluated for each pair, it is
+-- PostgreSQL's to call)
+SELECT refusals($$SELECT ra.i, sum(ra.v + rb.v * random()) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, sum(ra.v::float4 * rb.v::float4 * ra.v::float4) FROM ra JOIN rb ON ra.k = rb.k
                   GROUP BY ra.i$$);
 SELECT refusals($$SELECT ra.i, sum(coalesce(ra.v * rb.v, 1)) FROM ra JOIN rb ON ra.k = rb.k GROUP BY ra.i$$);
