@@ -107,7 +107,13 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   foreach (pc, plan.pair_terms) npair += lfirst(pc) != nullptr;
   if (npair) ExplainPropertyInteger("Pair Terms", nullptr, npair, es);
   if (plan.numbered) ExplainPropertyText("Numbered", "row_number() OVER (), as emitted", es);
-  if (plan.lazy_factors) ExplainPropertyText("Build Factors", "computed on a row's first pair (they may raise)", es);
+  // (pair terms keep the build rows whole, their factors computed with them:
+  // not because they may raise)
+  if (plan.lazy_factors)
+    ExplainPropertyText("Build Factors",
+                        npair ? "computed on a row's first pair (the row kept for the pair terms)"
+                              : "computed on a row's first pair (they may raise)",
+                        es);
   if (List *quals = plan.key_quals) {
     // (deparsed against the node's scan tuple, whose columns are the keys)
     List *ctx = set_deparse_context_plan(es->deparse_cxt, &cs->scan.plan, ancestors);
