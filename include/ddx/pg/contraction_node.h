@@ -16,4 +16,8 @@ void InstallContraction();
 // the hook (plancache.c: RevalidateCachedQuery).
 bool ContractionInPrograms();
 
+// Whether one of ddx's programs is being planned or run (ddx.in_program,
+// set by the runner's ProgramSettings).
+bool InProgram();
+
 }  // namespace ddx::pg

@@ -7,6 +7,10 @@ namespace ddx::pg {
 // Defines the runner's settings (ddx.show_sql). Called once from _PG_init.
 void DefineRunnerSettings();
 
+// Installs the planner's statistics of a program's CTE columns
+// (estimates.cpp). Called once from _PG_init.
+void InstallProgramEstimates();
+
 // Sets search_path, until AtEOXact_GUC(true, nest) restores it, to what ddx's
 // own SQL (a gradient program, jvp's tangent query) is resolved under: the
 // caller's search_path with pg_catalog first. The program names built-in

@@ -54,6 +54,8 @@ using namespace contraction;
 
 bool ContractionInPrograms() { return mode != kOff; }
 
+bool InProgram() { return in_program; }
+
 void InstallContraction() {
   DefineCustomEnumVariable("ddx.contraction",
                            "Where ddx's contraction node computes a grouped SUM of products over a join.",
