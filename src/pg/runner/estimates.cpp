@@ -139,8 +139,8 @@ bool ProgramColumnStats(PlannerInfo *root, RangeTblEntry *rte, AttrNumber attnum
   if (varno == 0) return false;
   TableColumn col = Follow(Subroot(root, varno, rte), attnum, 0);
   if (col.relid == InvalidOid) return false;
-  HeapTuple found = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(col.relid), Int16GetDatum(col.attnum),
-                                    BoolGetDatum(col.inh));
+  HeapTuple found =
+      SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(col.relid), Int16GetDatum(col.attnum), BoolGetDatum(col.inh));
   if (!HeapTupleIsValid(found)) return false;
   HeapTuple stats = heap_copytuple(found);
   ReleaseSysCache(found);
