@@ -124,8 +124,10 @@ void BuildStart(State *st, Scratch *x) {
   x->fv = static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * (nagg + 1)));
   x->fn = static_cast<bool *>(Alloc(cxt, nagg + 1));
   x->pf = nullptr;  // (with the probe side)
-  KeyInit(cxt, &st->g[0]);
-  KeyInit(cxt, &st->g[1]);
+  for (int side = 0; side < 2; side++) {
+    st->g[side].rows_hint = st->input[side]->plan->plan_rows;
+    KeyInit(cxt, &st->g[side]);
+  }
   GroupTableInit(cxt, &st->groups);
   if (st->int_keys) {
     KeyTable *t = &st->jk;
@@ -134,6 +136,7 @@ void BuildStart(State *st, Scratch *x) {
     t->integers = true;
     t->typlen = st->klen;
     t->byval = st->kbyval;
+    t->rows_hint = st->input[kBuild]->plan->plan_rows;
     KeyInit(cxt, t);
   }
   st->nrows = st->rowcap = 0;

@@ -347,7 +347,7 @@ bool EnsureBuilt(State *st) {
 TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
   CustomScanState *node = &st->css;
   TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
-  KeysToSlot(st, slot, none ? 0 : st->groups.ida[at], none ? 0 : st->groups.idb[at]);
+  KeysToSlot(st, slot, none ? 0 : GroupIda(st->groups, at), none ? 0 : GroupIdb(st->groups, at));
   for (int o = 0; o < st->nout; o++) {
     const Accumulator &a = st->accs[o];
     size_t at_slot = static_cast<size_t>(at) * st->nagg + a.slot;
@@ -374,7 +374,7 @@ TupleTableSlot *Exec(CustomScanState *node) {
     if (TupIsNull(t)) return nullptr;
     return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
   }
-  while (st->emit < st->groups.n && !st->groups.ok[st->emit]) st->emit++;
+  while (st->emit < st->groups.n && !GroupOk(st->groups, st->emit)) st->emit++;
   // A plain aggregate (no GROUP BY: no group keys) gives one row where no
   // pair joined, as PostgreSQL's Agg does (nodeAgg.c, agg_retrieve_direct):
   // NULL sums and averages, counts of 0.

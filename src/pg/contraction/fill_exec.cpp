@@ -213,7 +213,8 @@ void IndexGroups(FillState *fs, Arm *arm) {
     arm->cells = static_cast<int32 *>(Alloc(fs->cxt, sizeof(int32) * na * nb));
     memset(arm->cells, -1, sizeof(int32) * na * nb);
     for (uint32 at = 0; at < g.n; at++)
-      if (g.ok[at]) arm->cells[static_cast<uint64>(g.ida[at]) * nb + g.idb[at]] = static_cast<int32>(at);
+      if (GroupOk(g, at))
+        arm->cells[static_cast<uint64>(GroupIda(g, at)) * nb + GroupIdb(g, at)] = static_cast<int32>(at);
     return;
   }
   arm->lookup = "hash";
@@ -224,8 +225,8 @@ void IndexGroups(FillState *fs, Arm *arm) {
   arm->hat = static_cast<uint32 *>(Alloc(fs->cxt, sizeof(uint32) * ns));
   memset(arm->hkeys, 0, sizeof(uint64) * ns);
   for (uint32 at = 0; at < g.n; at++) {
-    if (!g.ok[at]) continue;
-    uint64 key = ((static_cast<uint64>(g.ida[at]) << 32) | g.idb[at]) + 1;
+    if (!GroupOk(g, at)) continue;
+    uint64 key = ((static_cast<uint64>(GroupIda(g, at)) << 32) | GroupIdb(g, at)) + 1;
     uint32 i = Mix64(key) & (ns - 1);
     while (arm->hkeys[i]) i = (i + 1) & (ns - 1);
     arm->hkeys[i] = key;

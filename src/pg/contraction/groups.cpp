@@ -164,6 +164,45 @@ void DenseInit(DenseCells *d, uint32 build_groups) {
   d->touched = 0;
 }
 
+// Frees the cells' arrays and leaves dense mode.
+static void DenseFree(DenseCells *d) {
+  if (d->row) pfree(d->row);
+  if (d->sum) pfree(d->sum);
+  if (d->has) pfree(d->has);
+  if (d->state) pfree(d->state);
+  d->row = nullptr;
+  d->sum = nullptr;
+  d->has = nullptr;
+  d->state = nullptr;
+  d->on = false;
+}
+
+// Where every cell is a group kept (each has a pair, none rejected) and the
+// rows are in the order of their probe group ids (as StartProbeRow makes
+// them: a new id's row at once), the cells are the table as DenseToTable
+// would fill it: their sums become the table's, with no copy (a grouping of
+// one relation into one group a row held its groups twice at the end, and
+// attention's 131k scores ran past work_mem: bench/RESULTS.md).
+static bool TakeOver(DenseCells *d, GroupTable *t) {
+  if (t->n != 0 || d->na == 0 || d->touched != d->ncells || static_cast<uint64>(d->nrows) * d->na != d->ncells)
+    return false;
+  for (uint32 idb = 0; idb < d->nrows; idb++)
+    if (d->row[idb] != static_cast<int32>(idb * d->na)) return false;
+  for (uint32 c = 0; c < d->ncells; c++)
+    if (d->state[c] != 1) return false;
+  if (t->sum) pfree(t->sum);
+  if (t->has) pfree(t->has);
+  t->sum = d->sum;
+  t->has = d->has;
+  t->n = d->ncells;
+  t->cap = d->cellcap;
+  t->cells_na = d->na;
+  d->sum = nullptr;
+  d->has = nullptr;
+  DenseFree(d);
+  return true;
+}
+
 // Moves the dense cells with pairs into the table t, and leaves dense mode.
 // A rejected cell goes too, marked: pairs of it that come after a move to
 // the hash table must find it rejected, not test it again and count it twice.
@@ -172,6 +211,7 @@ void DenseInit(DenseCells *d, uint32 build_groups) {
 // the matmul's 80k groups went through GroupFind, a visible part of its
 // forward (bench/RESULTS.md).
 void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, bool last) {
+  if (last && TakeOver(d, t)) return;
   if (last) {  // (room for every cell with a pair: d->touched of them)
     uint32 cells = static_cast<uint32>(d->touched);
     if (t->n + cells > t->cap) {
@@ -200,15 +240,7 @@ void DenseToTable(MemoryContext cxt, DenseCells *d, GroupTable *t, int nagg, boo
       }
     }
   }
-  if (d->row) pfree(d->row);
-  if (d->sum) pfree(d->sum);
-  if (d->has) pfree(d->has);
-  if (d->state) pfree(d->state);
-  d->row = nullptr;
-  d->sum = nullptr;
-  d->has = nullptr;
-  d->state = nullptr;
-  d->on = false;
+  DenseFree(d);
 }
 
 // The first cell of probe group idb's row, made if new; false where the

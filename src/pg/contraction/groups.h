@@ -31,7 +31,15 @@ struct GroupTable {
   uint64 *keys;     // open addressing: (ida << 32 | idb) + 1, 0 empty
   uint32 *at;
   uint32 nslots;
+  // Where not 0: the groups are the dense cells, taken over whole at the end
+  // of the build (DenseToTable), group `at` the pair (at % cells_na,
+  // at / cells_na), every one kept; ida, idb and ok are not allocated.
+  uint32 cells_na;
 };
+
+inline uint32 GroupIda(const GroupTable &t, uint32 at) { return t.cells_na ? at % t.cells_na : t.ida[at]; }
+inline uint32 GroupIdb(const GroupTable &t, uint32 at) { return t.cells_na ? at / t.cells_na : t.idb[at]; }
+inline bool GroupOk(const GroupTable &t, uint32 at) { return t.cells_na || t.ok[at]; }
 
 void GroupTableInit(MemoryContext cxt, GroupTable *a);
 // The group (ida, idb), created if new (*created): its index.

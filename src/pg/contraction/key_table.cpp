@@ -40,17 +40,64 @@ uint32 HashKeys(FmgrInfo *fns, const Oid *coll, int n, const Datum *v, const boo
   return murmurhash32(h);
 }
 
+// Key x's hash: kept for keys hashed by their functions; integers' are
+// computed again (HashDatums), cheaper than 4 bytes a key kept.
+static inline uint32 HashOf(const KeyTable *t, uint32 x) {
+  return t->integers ? HashDatums(t->nkeys, &t->vals[x * t->nkeys], &t->nulls[x * t->nkeys]) : t->hashes[x];
+}
+
+// The table's slots, nslots of them, from its keys' hashes.
+static void Rehash(MemoryContext cxt, KeyTable *t, uint32 ns) {
+  int32 *s = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * ns));
+  memset(s, -1, sizeof(int32) * ns);
+  for (uint32 x = 0; x < t->n; x++) {
+    uint32 j = HashOf(t, x) & (ns - 1);
+    while (s[j] >= 0) j = (j + 1) & (ns - 1);
+    s[j] = static_cast<int32>(x);
+  }
+  if (t->slots) pfree(t->slots);
+  t->slots = s;
+  t->nslots = ns;
+}
+
+// Leaves dmap-only mode (KeyTable::hashed): each key's hash, and the slots.
+static void StartHashing(MemoryContext cxt, KeyTable *t) {
+  t->hashed = true;  // (only integer keys start without: HashOf computes theirs)
+  uint32 ns = 64;
+  while (t->n * 2 > ns) ns *= 2;
+  Rehash(cxt, t, ns);
+}
+
 void KeyInit(MemoryContext cxt, KeyTable *t) {
   t->n = t->cap = 0;
   t->vals = nullptr;
   t->nulls = nullptr;
   t->hashes = nullptr;
-  t->nslots = 64;
-  t->slots = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * t->nslots));
-  memset(t->slots, -1, sizeof(int32) * t->nslots);
+  t->slots = nullptr;
+  t->nslots = 0;
   t->last = -1;
   t->dmap = nullptr;
   t->dcap = 0;
+  t->hashed = !(t->integers && t->nkeys == 1);
+  if (t->hashed) Rehash(cxt, t, 64);
+}
+
+// Whether dmap holds the integer key u, grown if it may be: while the keys
+// stay below a few times their count, or their rows' estimate (and 2^20).
+static bool InDmap(MemoryContext cxt, KeyTable *t, uint64 u) {
+  if (u < t->dcap) return true;
+  if (u >= (1u << 20)) return false;
+  if (!(u < 8 * (static_cast<uint64>(t->n) + 128) || static_cast<double>(u) < 4 * t->rows_hint)) return false;
+  uint32 c = Max(256u, t->dcap);
+  while (c <= u) c *= 2;
+  if (t->dmap) pfree(t->dmap);
+  t->dmap = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * c));
+  memset(t->dmap, -1, sizeof(int32) * c);
+  for (uint32 x = 0; x < t->n; x++)
+    if (!t->nulls[x] && static_cast<uint64>(t->vals[x]) < c)
+      t->dmap[static_cast<uint64>(t->vals[x])] = static_cast<int32>(x);
+  t->dcap = c;
+  return true;
 }
 
 // The id of the key tuple (v, isnull), or -1 where it is not in the table
@@ -76,12 +123,13 @@ int32 KeyFind(KeyTable *t, const Datum *v, const bool *isnull, uint32 *hp, uint3
       return id;
     }
   }
+  if (!t->hashed) return -1;  // (every key of the table is in dmap)
   uint32 h = t->integers ? HashDatums(nk, v, isnull) : HashKeys(t->hash, t->coll, nk, v, isnull);
   uint32 mask = t->nslots - 1, i = h & mask;
   for (;; i = (i + 1) & mask) {
     int32 id = t->slots[i];
     if (id < 0) break;
-    if (t->hashes[id] != h) continue;
+    if (!t->integers && t->hashes[id] != h) continue;
     bool same = true;
     for (int k = 0; k < nk && same; k++) {
       bool an = t->nulls[id * nk + k];
@@ -111,11 +159,16 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
   uint32 h = 0, i = 0;
   int32 found = KeyFind(t, v, isnull, &h, &i);
   if (found >= 0) return static_cast<uint32>(found);
+  if (!t->hashed && (isnull[0] || !InDmap(cxt, t, static_cast<uint64>(v[0])))) {
+    StartHashing(cxt, t);
+    found = KeyFind(t, v, isnull, &h, &i);  // (not there: its hash and slot)
+    Assert(found < 0);
+  }
   if (t->n == t->cap) {
     uint32 c = Max(64u, t->cap * 2);
     Reserve(cxt, &t->vals, t->cap, c, nk);
     Reserve(cxt, &t->nulls, t->cap, c, nk);
-    Reserve(cxt, &t->hashes, t->cap, c, 1);
+    if (!t->integers) Reserve(cxt, &t->hashes, t->cap, c, 1);
     t->cap = c;
   }
   uint32 id = t->n++;
@@ -125,38 +178,15 @@ uint32 KeyIntern(MemoryContext cxt, KeyTable *t, const Datum *v, const bool *isn
     t->vals[id * nk + k] = isnull[k] ? 0 : datumCopy(v[k], t->byval[k], t->typlen[k]);
   }
   MemoryContextSwitchTo(old);
-  t->hashes[id] = h;
-  t->slots[i] = static_cast<int32>(id);
   t->last = static_cast<int32>(id);
-  if (t->integers && nk == 1 && !isnull[0]) {
-    uint64 u = static_cast<uint64>(v[0]);
-    if (u < t->dcap) {
-      t->dmap[u] = static_cast<int32>(id);
-    } else if (u < (1u << 20) && u < 8 * (static_cast<uint64>(t->n) + 128)) {
-      uint32 c = Max(256u, t->dcap);
-      while (c <= u) c *= 2;
-      if (t->dmap) pfree(t->dmap);
-      t->dmap = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * c));
-      memset(t->dmap, -1, sizeof(int32) * c);
-      for (uint32 x = 0; x < t->n; x++)
-        if (!t->nulls[x] && static_cast<uint64>(t->vals[x]) < c)
-          t->dmap[static_cast<uint64>(t->vals[x])] = static_cast<int32>(x);
-      t->dcap = c;
-    }
-  }
-  if (t->n * 2 > t->nslots) {  // grow the slots
-    uint32 ns = t->nslots * 2;
-    int32 *s = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * ns));
-    memset(s, -1, sizeof(int32) * ns);
-    for (uint32 x = 0; x < t->n; x++) {
-      uint32 j = t->hashes[x] & (ns - 1);
-      while (s[j] >= 0) j = (j + 1) & (ns - 1);
-      s[j] = static_cast<int32>(x);
-    }
-    pfree(t->slots);
-    t->slots = s;
-    t->nslots = ns;
-  }
+  // (the key into dmap where it may go; in dmap-only mode it is there
+  // already: InDmap above)
+  if (t->integers && nk == 1 && !isnull[0] && InDmap(cxt, t, static_cast<uint64>(v[0])))
+    t->dmap[static_cast<uint64>(v[0])] = static_cast<int32>(id);
+  if (!t->hashed) return id;
+  if (!t->integers) t->hashes[id] = h;
+  t->slots[i] = static_cast<int32>(id);
+  if (t->n * 2 > t->nslots) Rehash(cxt, t, t->nslots * 2);  // grow the slots
   return id;
 }
 

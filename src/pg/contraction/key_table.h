@@ -27,8 +27,8 @@ struct KeyTable {
   uint32 n, cap;  // entries, and room for them
   Datum *vals;    // cap * nkeys
   bool *nulls;
-  uint32 *hashes;
-  int32 *slots;  // open addressing, -1 empty
+  uint32 *hashes;  // (not kept for integers: HashOf)
+  int32 *slots;    // open addressing, -1 empty
   uint32 nslots;
   int32 last;  // the id found last (integers): rows of a group come together
   // One integer key of small values (0 <= v < dcap): its id at dmap[v], -1
@@ -39,6 +39,17 @@ struct KeyTable {
   // is in dmap: a miss there is a miss.
   int32 *dmap;
   uint32 dcap;
+  // The rows the keys come from, as the planner estimates them: dmap may
+  // also hold keys below a few times that, where they come in no order (a
+  // program's row ids out of a hash aggregate).
+  double rows_hint;
+  // Whether hashes and slots are kept. Not for one integer key while every
+  // key interned is in dmap (a program's row ids, a token's position): there
+  // a key is found in dmap or is not in the table, and the hashes and slots
+  // were a third of the node's memory (131k groups of attention's scores at
+  // T = 512 ran past work_mem and fell back: bench/RESULTS.md). They are
+  // built from the keys when one comes that dmap cannot hold.
+  bool hashed;
 };
 
 inline void *Alloc(MemoryContext cxt, Size n) { return MemoryContextAllocHuge(cxt, Max(n, 1)); }

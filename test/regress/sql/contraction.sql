@@ -847,6 +847,23 @@ SELECT same_answer($$WITH c AS MATERIALIZED (SELECT k, x FROM co WHERE x IS NOT 
 -- (rescanned for each outer row, the condition's parameter changed)
 SELECT same_answer($$SELECT o.i AS k, (SELECT max(q.v) FROM (SELECT k, sum(x) AS v FROM co WHERE k <> o.i GROUP BY k) q) AS v
                      FROM generate_series(1, 4) o(i)$$, 0);
+-- (one integer key: its table keeps only the direct map of values to ids
+-- while every key fits it, and hashes its keys from the first that does not,
+-- a NULL, -1, a key far past the others; keys seen before are found after
+-- that. Every row its own group: at the end the dense cells are the groups.
+-- The outer sum of a rescanned grouping adds its groups in the order each
+-- plan returns them: 1e-12.)
+CREATE TABLE cd (k int8, x float8);
+INSERT INTO cd SELECT i, 1 / (i + 0.5) FROM generate_series(1, 3000) i;
+INSERT INTO cd VALUES (NULL, 2), (5000000000, 3), (7, 4), (NULL, 5), (5000000000, 6), (2999, 7), (-1, 8);
+ANALYZE cd;
+SELECT same_answer($$SELECT k, sum(x) AS v, count(*)::float8 AS w FROM cd GROUP BY k$$, 0);
+SELECT same_answer($$SELECT k, sum(x) AS v, count(*)::float8 AS w FROM cd WHERE k IS NOT NULL GROUP BY k$$, 0);
+SELECT same_answer($$SELECT k, sum(x) AS v FROM (SELECT * FROM cd ORDER BY md5(k::text) OFFSET 0) c GROUP BY k$$, 0);
+SELECT same_answer($$SELECT k, sum(x) AS v FROM cd WHERE k BETWEEN 1 AND 3000 GROUP BY k$$, 0);
+SELECT same_answer($$SELECT o.i AS k, (SELECT sum(q.v) FROM (SELECT k, sum(x) AS v FROM cd WHERE k <> o.i GROUP BY k) q) AS v
+                     FROM generate_series(1, 3) o(i)$$);
+SELECT same_answer($$SELECT a.k % 10 AS k, sum(a.x * b.x) AS v FROM cd a JOIN cd b ON b.k = a.k + 1 GROUP BY 1$$, 0);
 -- (joined back, over a UNION ALL: the fill's fallback plans the subquery a
 -- second time, whose AppendRelInfos PostgreSQL then offsets twice; they are
 -- dropped from the plan's list, appendrels.cpp: under valgrind, EXPLAIN
