@@ -126,6 +126,7 @@ void BuildStart(State *st, Scratch *x) {
   x->pf = nullptr;  // (with the probe side)
   for (int side = 0; side < 2; side++) {
     st->g[side].rows_hint = st->input[side]->plan->plan_rows;
+    st->g[side].dmap_budget = st->limit / 4;
     KeyInit(cxt, &st->g[side]);
   }
   GroupTableInit(cxt, &st->groups);
@@ -137,6 +138,7 @@ void BuildStart(State *st, Scratch *x) {
     t->typlen = st->klen;
     t->byval = st->kbyval;
     t->rows_hint = st->input[kBuild]->plan->plan_rows;
+    t->dmap_budget = st->limit / 4;
     KeyInit(cxt, t);
   }
   st->nrows = st->rowcap = 0;

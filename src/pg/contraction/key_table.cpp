@@ -60,7 +60,7 @@ static void Rehash(MemoryContext cxt, KeyTable *t, uint32 ns) {
   t->nslots = ns;
 }
 
-// Leaves dmap-only mode (KeyTable::hashed): each key's hash, and the slots.
+// Leaves dmap-only mode (KeyTable::hashed): the slots, from the keys.
 static void StartHashing(MemoryContext cxt, KeyTable *t) {
   t->hashed = true;  // (only integer keys start without: HashOf computes theirs)
   uint32 ns = 64;
@@ -83,13 +83,16 @@ void KeyInit(MemoryContext cxt, KeyTable *t) {
 }
 
 // Whether dmap holds the integer key u, grown if it may be: while the keys
-// stay below a few times their count, or their rows' estimate (and 2^20).
+// stay below a few times their count, or below a few times their rows'
+// estimate within dmap_budget (and 2^20).
 static bool InDmap(MemoryContext cxt, KeyTable *t, uint64 u) {
   if (u < t->dcap) return true;
   if (u >= (1u << 20)) return false;
-  if (!(u < 8 * (static_cast<uint64>(t->n) + 128) || static_cast<double>(u) < 4 * t->rows_hint)) return false;
   uint32 c = Max(256u, t->dcap);
   while (c <= u) c *= 2;
+  bool dense = u < 8 * (static_cast<uint64>(t->n) + 128);
+  bool estimated = static_cast<double>(u) < 4 * t->rows_hint && sizeof(int32) * c <= t->dmap_budget;
+  if (!dense && !estimated) return false;
   if (t->dmap) pfree(t->dmap);
   t->dmap = static_cast<int32 *>(Alloc(cxt, sizeof(int32) * c));
   memset(t->dmap, -1, sizeof(int32) * c);

@@ -41,14 +41,18 @@ struct KeyTable {
   uint32 dcap;
   // The rows the keys come from, as the planner estimates them: dmap may
   // also hold keys below a few times that, where they come in no order (a
-  // program's row ids out of a hash aggregate).
+  // program's row ids out of a hash aggregate), while it takes no more than
+  // dmap_budget bytes (a quarter of the node's memory limit: sparse keys
+  // under a high estimate must not make the node fall back).
   double rows_hint;
-  // Whether hashes and slots are kept. Not for one integer key while every
-  // key interned is in dmap (a program's row ids, a token's position): there
-  // a key is found in dmap or is not in the table, and the hashes and slots
-  // were a third of the node's memory (131k groups of attention's scores at
-  // T = 512 ran past work_mem and fell back: bench/RESULTS.md). They are
-  // built from the keys when one comes that dmap cannot hold.
+  size_t dmap_budget;
+  // Whether the slots are kept. Not for one integer key while every key
+  // interned is in dmap (a program's row ids, a token's position): there a
+  // key is found in dmap or is not in the table, and the slots (with the
+  // hashes integers no longer keep) were a third of the node's memory (131k
+  // groups of attention's scores at T = 512 ran past work_mem and fell back:
+  // bench/RESULTS.md). They are built from the keys when one comes that dmap
+  // cannot hold.
   bool hashed;
 };
 

@@ -864,6 +864,27 @@ SELECT same_answer($$SELECT k, sum(x) AS v FROM cd WHERE k BETWEEN 1 AND 3000 GR
 SELECT same_answer($$SELECT o.i AS k, (SELECT sum(q.v) FROM (SELECT k, sum(x) AS v FROM cd WHERE k <> o.i GROUP BY k) q) AS v
                      FROM generate_series(1, 3) o(i)$$);
 SELECT same_answer($$SELECT a.k % 10 AS k, sum(a.x * b.x) AS v FROM cd a JOIN cd b ON b.k = a.k + 1 GROUP BY 1$$, 0);
+-- (the direct map grown to a few times the rows' estimate only within a
+-- quarter of the memory limit: 100 keys spread to 120,100 under an estimate
+-- of 30,000 rows would take 512 kB of it, and at a work_mem of 64 kB the node
+-- fell back; hashed, it runs)
+CREATE TABLE cs (k int8, x float8);
+INSERT INTO cs SELECT (i % 100 + 1) * 1201, 1 / (i + 0.5) FROM generate_series(1, 30000) i;
+ANALYZE cs;
+SET work_mem = '64kB';
+SELECT same_answer($$SELECT k, sum(x) AS v FROM cs GROUP BY k$$);
+DO $$
+DECLARE
+  line text; node boolean := false; fell boolean := false;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT k, sum(x) FROM cs GROUP BY k' LOOP
+    node := node OR line LIKE '%ddx contraction%';
+    fell := fell OR line LIKE '%Fell Back%';
+  END LOOP;
+  RAISE NOTICE 'node: %, fell back: %', node, fell;
+END $$;
+RESET work_mem;
 -- (joined back, over a UNION ALL: the fill's fallback plans the subquery a
 -- second time, whose AppendRelInfos PostgreSQL then offsets twice; they are
 -- dropped from the plan's list, appendrels.cpp: under valgrind, EXPLAIN
