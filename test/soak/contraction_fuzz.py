@@ -28,7 +28,7 @@ one side's expressions, of expressions of each side, of terms of both sides
 that are no product, some of which divide by zero on
 rows that join nothing, COALESCE(f * g, 0), products with the NULL guard
 ddx's backward writes, values so guarded), expressions of the sums in the
-output, and ORDER BY. Some run as prepared statements with a $1 (in a filter
+output, and ORDER BY; groupings of one relation, some by GROUPING SETS. Some run as prepared statements with a $1 (in a filter
 or a factor) under a generic plan, some once per row of another table
 (LATERAL: the node rescanned with changed parameters). Closes with "contraction fuzz: N passed, N
 failed" and how many queries the node ran (a generator that stopped
@@ -185,7 +185,8 @@ ONE = [0]  # queries that group one relation (no join)
 
 def one_relation(a, ctes):
     """A grouping of one relation (the node with a one-row build side and no
-    join key): keys of x, sums, averages and counts of x's expressions."""
+    join key): keys of x, sums, averages and counts of x's expressions; some
+    by grouping sets."""
     ONE[0] += 1
     keys = R.choice([["x.i"], ["x.t"], ["x.i % 3"], ["x.k", "x.i"], ["coalesce(x.k, -1)"], ["x.t", "x.i"], ["x.k"]])
     # (max and min exactly: the rows come in the relation's order to both
@@ -201,9 +202,21 @@ def one_relation(a, ctes):
         b, cb = side("b", "z")
         ctes += [cb] if cb else []
         frm = f"(SELECT i, k, t, v, f FROM {a[:-len(' x')]} x0 UNION ALL SELECT i, k, t, v, f FROM {b}) x"
+    group = ", ".join(keys)
+    if R.random() < 0.35:
+        # GROUPING SETS, as a backward sums a cotangent into each input's
+        # rows in one pass: each row in a group of every set, the keys a set
+        # does not group by NULL, GROUPING() by set (an empty set, ROLLUP's
+        # or written: PostgreSQL's plan)
+        keys = R.sample(["x.i", "x.t", "x.k", "x.i % 3", "coalesce(x.k, -1)"], 2)
+        a0, a1 = keys
+        group = R.choice([f"GROUPING SETS (({a0}), ({a1}))", f"GROUPING SETS (({a0}), ({a0}, {a1}), ({a1}))",
+                          f"{a0}, ROLLUP ({a1})", f"GROUPING SETS (({a0}), ({a1}), ({a0}))",
+                          f"GROUPING SETS (({a0}), ({a1}), ())"])
+        exprs.append(R.choice([f"GROUPING({a0}, {a1}) AS g", f"GROUPING({a1}) * 10 AS g"]))
     sel = ", ".join([f"{o} AS k{n}" for n, o in enumerate(keys)] + exprs)
     with_ = f"WITH {', '.join(ctes)} " if ctes else ""
-    sql = f"{with_}SELECT {sel} FROM {frm}{where} GROUP BY {', '.join(keys)}"
+    sql = f"{with_}SELECT {sel} FROM {frm}{where} GROUP BY {group}"
     sql = sql.replace("@LAT@", "")
     return sql, "$1" in sql
 

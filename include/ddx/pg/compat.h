@@ -23,6 +23,7 @@ extern "C" {
 #include "access/cmptype.h"
 #include "commands/explain_format.h"
 #include "commands/explain_state.h"
+#include "rewrite/rewriteManip.h"
 #else
 #include "access/stratnum.h"
 #include "executor/instrument.h"
@@ -100,6 +101,20 @@ inline List *GroupClause(const PlannerInfo *root) {
 #else
   return root->parse->groupClause;
 #endif
+}
+
+// A grouping column as the rows below the grouping have it: 18 marks a
+// GROUPING SETS query's grouping columns above the grouping (the target
+// list, processed_tlist) as nulled by the grouping step (RTE_GROUP,
+// root->group_rtindex), and the grouping's input target has them unmarked
+// (make_group_input_target); before 18 there is no such mark.
+inline Node *BelowGrouping(const PlannerInfo *root, Node *n) {
+#if PG_VERSION_NUM >= 180000
+  if (root->group_rtindex > 0 && root->parse->groupingSets)
+    return remove_nulling_relids(n, bms_make_singleton(root->group_rtindex), nullptr);
+#endif
+  (void)root;
+  return n;
 }
 
 // A WindowAgg path without run condition or qual (16 moved the run condition

@@ -130,6 +130,15 @@ void BuildStart(State *st, Scratch *x) {
     KeyInit(cxt, &st->g[side]);
   }
   GroupTableInit(cxt, &st->groups);
+  for (int set = 0; set < st->nsets; set++) {
+    GroupingSet *gs = &st->sets[set];
+    gs->keys.rows_hint = st->input[kProbe]->plan->plan_rows;
+    gs->keys.dmap_budget = st->limit / 4;
+    KeyInit(cxt, &gs->keys);
+    gs->cap = 0;
+    gs->sum = nullptr;
+    gs->has = nullptr;
+  }
   if (st->int_keys) {
     KeyTable *t = &st->jk;
     memset(t, 0, sizeof *t);
@@ -498,6 +507,61 @@ bool ProbeSide(State *st, Scratch *x, uint64 *count) {
   return true;
 }
 
+// Grouping sets of one relation (st->nsets): streams the relation (the
+// probe side; the build side is its one row of 1s) into each set's groups.
+// Each row's group keys and factors are evaluated once; each set interns
+// its keys (a group's id is its keys' id) and adds the row to that group's
+// accumulators by the same AddPair as a pair: the terms of each group in
+// the rows' order, as PostgreSQL's aggregate adds them. False where memory
+// ran past the limit.
+bool ProbeSets(State *st, Scratch *x, uint64 *count) {
+  ExprContext *ec = st->css.ss.ps.ps_ExprContext;
+  PlanState *child = st->input[kProbe];
+  MemoryContext cxt = st->cxt;
+  int nagg = st->nagg;
+  st->dense.how = "by key, per grouping set";
+  x->pf = static_cast<double *>(Alloc(cxt, sizeof(double) * (nagg + 1)));
+  int maxkeys = 1;
+  for (int set = 0; set < st->nsets; set++) maxkeys = Max(maxkeys, st->sets[set].nkeys);
+  Datum *kv = static_cast<Datum *>(Alloc(cxt, sizeof(Datum) * maxkeys));
+  bool *kn = static_cast<bool *>(Alloc(cxt, maxkeys));
+  for (;;) {
+    TupleTableSlot *slot = ExecProcNode(child);
+    if (TupIsNull(slot)) break;
+    if (OverLimitAt(st, count)) return false;
+    if (st->nrows == 0) continue;  // (read to the end all the same: rescans expect it)
+    ResetExprContext(ec);
+    ec->ecxt_outertuple = slot;
+    Eval(st->gx[kProbe], ec, x->gv, x->gn);
+    Eval(st->pfactors, ec, x->fv, x->fn);
+    for (int a = 0; a < nagg; a++) x->pf[a] = x->fn[a] ? 0 : Factor(x->fv[a], st->pfactors.float4[a]);
+    for (int set = 0; set < st->nsets; set++) {
+      GroupingSet *gs = &st->sets[set];
+      for (int i = 0; i < gs->nkeys; i++) {
+        kv[i] = x->gv[st->gpos[gs->key[i]]];
+        kn[i] = x->gn[st->gpos[gs->key[i]]];
+      }
+      uint32 id = KeyIntern(cxt, &gs->keys, kv, kn);
+      if (id >= gs->cap) {
+        uint32 c = Max(1024u, gs->cap * 2);
+        Reserve(cxt, &gs->sum, gs->cap, c, nagg);
+        Reserve(cxt, &gs->has, gs->cap, c, nagg);
+        memset(&gs->has[static_cast<size_t>(gs->cap) * nagg], 0, static_cast<size_t>(c - gs->cap) * nagg);
+        gs->cap = c;
+      }
+      double *sums = &gs->sum[static_cast<size_t>(id) * nagg];
+      bool *hass = &gs->has[static_cast<size_t>(id) * nagg];
+      for (int o = 0; o < st->nout; o++) {
+        const Accumulator &acc = st->accs[o];
+        int a = acc.slot;
+        acc.ops->add(acc.spec, st->rf[a], st->rfnull[a], x->pf[a], x->fn[a], &sums[a], &hass[a]);
+      }
+    }
+    st->pairs++;
+  }
+  return true;
+}
+
 }  // namespace
 
 // Reads the build side and streams the probe side into the groups; false
@@ -507,6 +571,11 @@ bool Build(State *st) {
   BuildStart(st, &x);
   uint64 count = 0;  // rows read from both sides
   if (!BuildSide(st, &x, &count)) return false;
+  if (st->nsets) {
+    if (!ProbeSets(st, &x, &count)) return false;
+    OverLimit(st);
+    return true;
+  }
   if (st->int_keys && st->nrows > 0)
     SortRuns(st);
   else if (!st->int_keys)

@@ -105,10 +105,21 @@ struct ContractionPlan {
   // The build side's factors may raise: computed on a build row's first
   // pair, not at the build (LazyFactors).
   bool lazy_factors = false;
+  // GROUP BY GROUPING SETS of one relation (ConsiderOne): per set, an int
+  // list of the places in group_keys of its keys; NIL for a plain GROUP BY.
+  // Each input row goes into one group of every set; a set's rows have NULL
+  // for the keys it does not group by.
+  List *sets = NIL;
+  // The GROUPING() calls of the output, the scan tuple's columns after the
+  // aggregates: per call, an int list of its value in each set (its
+  // arguments' bits, 1 where the set does not group by the argument).
+  List *grouping_values = NIL;
   // Planning only: not in custom_private.
   Relids rels[2] = {nullptr, nullptr};  // each side's relations
   List *key_qual_ris = NIL;             // key_quals' RestrictInfos (their selectivity)
   List *aggrefs = NIL;                  // the Aggrefs, in the order of accs
+  bool grouping_sets = false;           // GROUPING() calls are outputs (ShapeOf)
+  List *grouping_funcs = NIL;           // the GroupingFuncs, in the order of grouping_values
 };
 
 // custom_private of the plan p, a list of copies; and back (private.cpp).

@@ -226,6 +226,57 @@ void InitGroupKeys(State *st, const ContractionPlan &plan) {
   }
 }
 
+// The grouping sets: each set's keys (their places among the group keys,
+// all of the probe side: ConsiderOne), its KeyTable with those keys'
+// functions and types, and its GROUPING() values.
+void InitSets(State *st, const ContractionPlan &plan) {
+  st->nsets = list_length(plan.sets);
+  st->ngrouping = list_length(plan.grouping_values);
+  st->emit_set = 0;
+  st->sets = static_cast<GroupingSet *>(palloc0(sizeof(GroupingSet) * (st->nsets + 1)));
+  const KeyTable &all = st->g[kProbe];
+  int s = 0;
+  ListCell *lc;
+  foreach (lc, plan.sets) {
+    GroupingSet *gs = &st->sets[s];
+    List *places = static_cast<List *>(lfirst(lc));
+    gs->nkeys = list_length(places);
+    gs->key = static_cast<int *>(palloc0(sizeof(int) * (gs->nkeys + 1)));
+    KeyTable *t = &gs->keys;
+    t->nkeys = gs->nkeys;
+    t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
+    t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
+    t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
+    t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
+    t->integers = true;
+    int i = 0;
+    ListCell *lp;
+    foreach (lp, places) {
+      int g = lfirst_int(lp);
+      if (g < 0 || g >= st->ng || st->gside[g] != kProbe) elog(ERROR, "ddx contraction: a grouping set's key %d", g);
+      int j = st->gpos[g];
+      gs->key[i] = g;
+      t->hash[i] = all.hash[j];
+      t->eq[i] = all.eq[j];
+      t->coll[i] = all.coll[j];
+      t->typlen[i] = all.typlen[j];
+      t->byval[i] = all.byval[j];
+      t->integers = t->integers && IntegerEquality(all.eq[j].fn_oid);
+      i++;
+    }
+    gs->grouping = static_cast<int32 *>(palloc0(sizeof(int32) * (st->ngrouping + 1)));
+    s++;
+  }
+  int f = 0;
+  foreach (lc, plan.grouping_values) {
+    List *values = static_cast<List *>(lfirst(lc));
+    if (list_length(values) != st->nsets) elog(ERROR, "ddx contraction: GROUPING() values of another number of sets");
+    for (s = 0; s < st->nsets; s++) st->sets[s].grouping[f] = list_nth_int(values, s);
+    f++;
+  }
+}
+
 }  // namespace
 
 const AttrNumber *PickedColumns(SubqueryScanState *sq) {
@@ -303,6 +354,7 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   InitAccumulators(st, plan, estate);
   st->quals = ExecInitQual(plan.key_quals, &node->ss.ps);
   InitGroupKeys(st, plan);
+  InitSets(st, plan);
   ReadThrough(st);
   st->numbered = plan.numbered;
   st->rownum = 0;
@@ -359,6 +411,11 @@ TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
     slot->tts_values[st->ng + st->nout] = Int64GetDatum(++st->rownum);
   }
   ExecStoreVirtualTuple(slot);
+  return Projected(st, slot);
+}
+
+TupleTableSlot *Projected(State *st, TupleTableSlot *slot) {
+  CustomScanState *node = &st->css;
   ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
   if (!proj) return slot;
   ExprContext *ec = node->ss.ps.ps_ExprContext;
@@ -367,12 +424,47 @@ TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
   return ExecProject(proj);
 }
 
+TupleTableSlot *SetRow(State *st, int set, uint32 id) {
+  const GroupingSet &gs = st->sets[set];
+  TupleTableSlot *slot = st->css.ss.ss_ScanTupleSlot;
+  ExecClearTuple(slot);
+  // (the keys the set does not group by are NULL, as in PostgreSQL's rows
+  // of that set)
+  for (int g = 0; g < st->ng; g++) {
+    slot->tts_values[g] = 0;
+    slot->tts_isnull[g] = true;
+  }
+  for (int i = 0; i < gs.nkeys; i++) {
+    slot->tts_values[gs.key[i]] = gs.keys.vals[static_cast<size_t>(id) * gs.nkeys + i];
+    slot->tts_isnull[gs.key[i]] = gs.keys.nulls[static_cast<size_t>(id) * gs.nkeys + i];
+  }
+  for (int o = 0; o < st->nout; o++) {
+    const Accumulator &a = st->accs[o];
+    size_t at = static_cast<size_t>(id) * st->nagg + a.slot;
+    a.ops->emit(&gs.sum[at], gs.has[at], &slot->tts_values[st->ng + o], &slot->tts_isnull[st->ng + o]);
+  }
+  for (int f = 0; f < st->ngrouping; f++) {
+    slot->tts_values[st->ng + st->nout + f] = Int32GetDatum(gs.grouping[f]);
+    slot->tts_isnull[st->ng + st->nout + f] = false;
+  }
+  ExecStoreVirtualTuple(slot);
+  return Projected(st, slot);
+}
+
 TupleTableSlot *Exec(CustomScanState *node) {
   State *st = reinterpret_cast<State *>(node);
   if (!EnsureBuilt(st)) {
     TupleTableSlot *t = ExecProcNode(st->fallback);
     if (TupIsNull(t)) return nullptr;
     return ExecCopySlot(node->ss.ps.ps_ResultTupleSlot, t);
+  }
+  if (st->nsets) {  // each set's groups in turn
+    while (st->emit_set < st->nsets) {
+      if (st->emit < st->sets[st->emit_set].keys.n) return SetRow(st, st->emit_set, st->emit++);
+      st->emit_set++;
+      st->emit = 0;
+    }
+    return nullptr;
   }
   while (st->emit < st->groups.n && !GroupOk(st->groups, st->emit)) st->emit++;
   // A plain aggregate (no GROUP BY: no group keys) gives one row where no
@@ -396,9 +488,11 @@ void ReScan(CustomScanState *node) {
   MemoryContextReset(st->cxt);
   st->built = false;
   st->emit = 0;
+  st->emit_set = 0;
   st->emitted = false;
   st->rownum = 0;
   st->groups.n = 0;
+  for (int set = 0; set < st->nsets; set++) st->sets[set].keys.n = 0;
   // (a side read through never runs: rescanned now, so that it tells its
   // subplan, ExecReScanSubqueryScan)
   RescanChildren(node, st->through, 2);

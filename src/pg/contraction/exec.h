@@ -42,6 +42,19 @@ struct Accumulator {
   int slot;
 };
 
+// A grouping set's groups (ContractionPlan::sets): its keys interned, a
+// group's id its keys' id, and each group's nagg accumulator slots at that
+// id. Arrays in the node's context.
+struct GroupingSet {
+  int nkeys;
+  int *key;         // per key: its place among the group keys (the scan tuple's column)
+  int32 *grouping;  // per GROUPING() call: its value in this set
+  KeyTable keys;
+  uint32 cap;   // groups with room for their slots
+  double *sum;  // cap * nagg
+  bool *has;
+};
+
 // The node while it runs: what Begin read from the plan (expressions,
 // functions, accumulators), the build side's rows, the key tables and the
 // groups, in the node's memory context (cxt, reset by a fallback or a
@@ -119,6 +132,12 @@ struct State {
   // columns (ReadThrough); through[side] says which.
   PlanState *input[2];
   bool through[2];
+  // GROUP BY GROUPING SETS of one relation: nsets sets (0: a plain GROUP
+  // BY), each probe row into one group of each; ngrouping GROUPING()
+  // columns after the aggregates; the set being emitted.
+  int nsets, ngrouping;
+  GroupingSet *sets;
+  int emit_set;
 };
 
 // Evaluates `e` over the outer tuple into v, n.
@@ -143,6 +162,11 @@ inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
 
 void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb);
 bool Build(State *st);
+// The scan tuple in `slot` as the node returns it: projected where the plan
+// projects.
+TupleTableSlot *Projected(State *st, TupleTableSlot *slot);
+// The row of group `id` of grouping set `set` (exec.cpp).
+TupleTableSlot *SetRow(State *st, int set, uint32 id);
 // The groups built (Build), or PostgreSQL's plan taken over (FallBack):
 // true where the groups are there to read (exec.cpp).
 bool EnsureBuilt(State *st);

@@ -93,6 +93,7 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
   FromPrivate(cs->custom_private, &plan);
   ExplainPropertyInteger("Join Keys", nullptr, list_length(plan.join_keys[kBuild]), es);
   ExplainPropertyInteger("Group Keys", nullptr, list_length(plan.group_keys), es);
+  if (plan.sets) ExplainPropertyInteger("Grouping Sets", nullptr, list_length(plan.sets), es);
   // Each kind's EXPLAIN property, with how many aggregates are of a kind
   // that has it: "Sums" always, the others where there are some.
   const char *labels[] = {"Sums", "Counts", "Averages", "Maxima", "Minima"};
@@ -131,7 +132,9 @@ void Explain(CustomScanState *node, List *ancestors, ExplainState *es) {
     } else {
       ExplainPropertyInteger("Build Rows", nullptr, st->nrows, es);
       ExplainPropertyFloat("Pairs", nullptr, st->pairs, 0, es);
-      ExplainPropertyInteger("Groups", nullptr, st->groups.n - st->groups.rejected, es);
+      int64 groups = st->groups.n - st->groups.rejected;
+      for (int set = 0; set < st->nsets; set++) groups += st->sets[set].keys.n;
+      ExplainPropertyInteger("Groups", nullptr, groups, es);
       ExplainPropertyText("Accumulator", st->dense.how, es);
       // (the Subquery Scan below shows itself never executed: ReadThrough)
       if (st->through[kBuild] || st->through[kProbe])

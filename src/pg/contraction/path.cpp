@@ -167,6 +167,8 @@ const ContractionPlan *ContractionUnder(Path *p) {
   Path *sub = reinterpret_cast<SubqueryScanPath *>(p)->subpath;
   if (IsA(sub, ProjectionPath)) sub = reinterpret_cast<ProjectionPath *>(sub)->subpath;
   if (!IsA(sub, CustomPath) || reinterpret_cast<CustomPath *>(sub)->methods != &kPathMethods) return nullptr;
+  // (a node of grouping sets: its groups are not one pair of key ids each)
+  if (reinterpret_cast<ContractionPath *>(sub)->plan.sets) return nullptr;
   return &reinterpret_cast<ContractionPath *>(sub)->plan;
 }
 
@@ -212,7 +214,8 @@ void NumberGroups(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   ListCell *lc;
   foreach (lc, input_rel->pathlist) {
     Path *x = static_cast<Path *>(lfirst(lc));
-    if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &kPathMethods)
+    if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &kPathMethods &&
+        !reinterpret_cast<ContractionPath *>(x)->plan.sets)
       node = reinterpret_cast<ContractionPath *>(x);
   }
   // (the window's output target, as its WindowAgg paths have it)
@@ -253,9 +256,10 @@ void Note(Refusals *rs, Refusal r) {
   if (rs->n < Refusals::kMax) rs->why[rs->n++] = r.why;
 }
 
-// Why the node does not compute a grouping of a join at all.
-Refusal GroupingFits(const Query *parse, const GroupPathExtraData *gx) {
-  if (parse->groupingSets) return Refusal{"grouping sets"};
+// Why the node does not compute a grouping at all; grouping sets only of
+// one relation (sets).
+Refusal GroupingFits(const Query *parse, const GroupPathExtraData *gx, bool sets = false) {
+  if (parse->groupingSets && !sets) return Refusal{"grouping sets"};
   if (parse->havingQual) return Refusal{"HAVING"};
   if (parse->hasTargetSRFs) return Refusal{"a set-returning function in the output"};
   if (gx->patype != PARTITIONWISE_AGGREGATE_NONE) return Refusal{"partitionwise aggregation"};
@@ -335,6 +339,17 @@ Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_
     Path *x = static_cast<Path *>(lfirst(lc));
     if (!*best || x->total_cost < (*best)->total_cost) *best = x;
   }
+  // Grouping sets: a copy of PostgreSQL's cheapest path itself (its
+  // rollups are grouping_planner's own, not the hook's to make again); a
+  // copy, as add_path frees the paths the node's displaces. Its subpaths
+  // are the relation's paths or its own, which add_path never frees.
+  if (root->parse->groupingSets) {
+    Size size = IsA(*best, GroupingSetsPath) ? sizeof(GroupingSetsPath) : IsA(*best, AggPath) ? sizeof(AggPath) : 0;
+    if (size == 0) return nullptr;
+    Path *copy = static_cast<Path *>(palloc(size));
+    memcpy(copy, *best, size);
+    return copy;
+  }
   return reinterpret_cast<Path *>(create_agg_path(root, output_rel, input_rel->cheapest_total_path,
                                                   output_rel->reltarget,
                                                   compat::GroupClause(root) ? AGG_HASHED : AGG_PLAIN, AGGSPLIT_SIMPLE,
@@ -349,6 +364,7 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
                  Path *const paths[2], const Relids rels[2], int b, bool lazy, bool one) {
   Path *best;
   Path *fallback = FallbackPath(root, input_rel, output_rel, &best);
+  if (!fallback) return;
   double groups = best->rows;
   Path *bp = paths[b], *pp = paths[1 - b];
   ContractionPath *node = NewPath();
@@ -368,7 +384,15 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   cp->path.parallel_safe = bp->parallel_safe && pp->parallel_safe && fallback->parallel_safe;
   cp->path.parallel_workers = 0;
   cp->path.rows = groups;
-  int nagg = list_length(plan->aggrefs);
+  // (grouping sets: each row's keys interned, and its sums added, once per set)
+  int nsets = Max(list_length(plan->sets), 1);
+  int nkeys = list_length(plan->group_keys);
+  if (plan->sets) {
+    nkeys = 0;
+    ListCell *ls;
+    foreach (ls, plan->sets) nkeys += list_length(static_cast<List *>(lfirst(ls)));
+  }
+  int nagg = list_length(plan->aggrefs) * nsets;
   // The pairs the equalities join: the join's rows before its other
   // conditions.
   double pairs = input_rel->rows;
@@ -386,7 +410,7 @@ void AddNodePath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   // row or two in ddx's programs make them. Measured (bench/grouping.py,
   // bench/RESULTS.md): 2-5x less time than the hash aggregate above the
   // scan, from thousands of rows a group to one.
-  double key_work = one ? 0.5 * cpu_operator_cost * pp->rows * list_length(plan->group_keys)
+  double key_work = one ? 0.5 * cpu_operator_cost * pp->rows * nkeys
                         : cpu_operator_cost * (bp->rows + pp->rows) * Max(list_length(plan->join_keys[b]), 1);
   // Pair terms: evaluated for each pair, as for each join row.
   QualCost pair_cost;
@@ -434,6 +458,61 @@ bool ConsiderJoin(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
   return true;
 }
 
+// GROUP BY GROUPING SETS of one relation: each set's keys (their places in
+// the plan's group keys) into plan->sets, and each GROUPING() call's value
+// in each set into plan->grouping_values. ddx's backward sums a row-local
+// step's cotangent into each of its inputs' rows in one pass, GROUP BY
+// GROUPING SETS ((r0), (r1)) (the MLP's first layer: 65,536 rows into
+// 65,536 and 16 groups, PostgreSQL's hash aggregate spilling); the node
+// reads the rows once and interns each set's keys in a table of its own.
+Refusal GroupingSets(PlannerInfo *root, ContractionPlan *plan) {
+  Query *parse = root->parse;
+  List *groups = compat::GroupClause(root);
+  // (every key a GROUP BY column of the relation's rows: no column that a
+  // primary key implies, no constant)
+  if (list_length(plan->group_keys) != list_length(groups)) return Refusal{"grouping sets of implied columns"};
+  ListCell *lc;
+  foreach (lc, plan->group_side)
+    if (lfirst_int(lc) != kProbe) return Refusal{"grouping sets with a constant key"};
+  // (subquery_planner has expanded the sets already: a list of lists of
+  // sortgrouprefs, one per set, ROLLUP and CUBE spelled out)
+  List *expanded = parse->groupingSets;
+  if (list_length(expanded) > 64) return Refusal{"more than 64 grouping sets"};
+  foreach (lc, expanded) {
+    List *refs = static_cast<List *>(lfirst(lc));
+    if (refs && !IsA(refs, IntList)) return Refusal{"grouping sets not expanded"};
+    // (the empty set's one row exists even with no input row)
+    if (!refs) return Refusal{"an empty grouping set"};
+    List *places = NIL;
+    ListCell *lr;
+    foreach (lr, refs) {
+      int place = 0, found = -1;
+      ListCell *lg;
+      foreach (lg, groups) {
+        if (lfirst_node(SortGroupClause, lg)->tleSortGroupRef == static_cast<Index>(lfirst_int(lr))) found = place;
+        place++;
+      }
+      if (found < 0) return Refusal{"a grouping set's column not in GROUP BY"};
+      places = list_append_unique_int(places, found);
+    }
+    plan->sets = lappend(plan->sets, places);
+  }
+  foreach (lc, plan->grouping_funcs) {
+    GroupingFunc *gf = lfirst_node(GroupingFunc, lc);
+    List *values = NIL;
+    ListCell *ls;
+    foreach (ls, expanded) {
+      int value = 0;
+      ListCell *lr;
+      foreach (lr, gf->refs)
+        value = (value << 1) | (list_member_int(static_cast<List *>(lfirst(ls)), lfirst_int(lr)) ? 0 : 1);
+      values = lappend_int(values, value);
+    }
+    plan->grouping_values = lappend(plan->grouping_values, values);
+  }
+  return kFits;
+}
+
 // A grouping of one relation (no join: a relation, a subquery, a CTE, a
 // UNION ALL), as ddx's programs sum a cotangent's parts by row (SELECT
 // rid, sum(d) FROM (a UNION ALL b) GROUP BY rid) and a bias's gradient by
@@ -448,7 +527,7 @@ bool ConsiderJoin(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
 // hash aggregate runs each row through its hash table's tuple machinery.
 // Only with a GROUP BY: a plain aggregate keeps PostgreSQL's.
 bool ConsiderOne(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel, GroupPathExtraData *gx) {
-  if (GroupingFits(root->parse, gx) || !compat::GroupClause(root) || !input_rel->cheapest_total_path ||
+  if (GroupingFits(root->parse, gx, true) || !compat::GroupClause(root) || !input_rel->cheapest_total_path ||
       input_rel->cheapest_total_path->param_info)
     return false;
   // Of a table, a subquery (a UNION ALL among them) or a CTE only: not of a
@@ -473,7 +552,10 @@ bool ConsiderOne(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_re
   }
   Relids sides[2] = {nullptr, input_rel->relids};
   ContractionPlan plan;
-  if (Refusal r = ShapeOf(root, NIL, sides, output_rel->reltarget, &plan)) {
+  plan.grouping_sets = root->parse->groupingSets != NIL;
+  Refusal r = ShapeOf(root, NIL, sides, output_rel->reltarget, &plan);
+  if (!r && plan.grouping_sets) r = GroupingSets(root, &plan);
+  if (r) {
     elog(DEBUG1, "ddx contraction not used for a grouping of one relation: %s", r.why);
     return false;
   }

@@ -4,6 +4,8 @@
 // custom_private by ToPrivate (planning.h).
 #include "planning.h"
 
+#include "ddx/pg/compat.h"
+
 extern "C" {
 #include "postgres.h"
 
@@ -143,6 +145,10 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
   foreach (lc, path->aggrefs)
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
+  // (grouping sets: then the GROUPING() calls, whose values the node gives
+  // by set; the scan tuple is never evaluated, only matched by setrefs.c)
+  foreach (lc, path->grouping_funcs)
+    scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
   // (numbered: then row_number(), which setrefs.c finds here for the
   // target list's, so that it is never evaluated as a WindowFunc)
   if (path->numbered) {
@@ -168,8 +174,8 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
   ListCell *ls;
   forboth(lc, path->group_keys, ls, path->group_side) {
     int side = lfirst_int(ls);
-    plan.group_keys =
-        list_concat(plan.group_keys, OverChild(list_make1(lfirst(lc)), path->rels[side], children[side], one));
+    Node *key = compat::BelowGrouping(root, static_cast<Node *>(copyObjectImpl(lfirst(lc))));
+    plan.group_keys = list_concat(plan.group_keys, OverChild(list_make1(key), path->rels[side], children[side], one));
   }
   KeyCtx kc{path->group_keys, false};
   plan.key_quals = reinterpret_cast<List *>(KeyVars(static_cast<Node *>(copyObjectImpl(path->key_quals)), &kc));

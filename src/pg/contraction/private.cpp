@@ -38,6 +38,8 @@ enum Slot {
   kNumbered,
   kLazyFactors,
   kPairTerms,
+  kSets,
+  kGroupingValues,
   kNSlots
 };
 
@@ -78,6 +80,8 @@ List *ToPrivate(const ContractionPlan *p) {
   slots[kNumbered] = reinterpret_cast<List *>(makeInteger(p->numbered ? 1 : 0));
   slots[kLazyFactors] = reinterpret_cast<List *>(makeInteger(p->lazy_factors ? 1 : 0));
   slots[kPairTerms] = Copy(p->pair_terms);
+  slots[kSets] = Copy(p->sets);
+  slots[kGroupingValues] = Copy(p->grouping_values);
   List *priv = NIL;
   for (int s = 0; s < kNSlots; s++) priv = lappend(priv, slots[s]);
   return priv;
@@ -113,6 +117,8 @@ void FromPrivate(List *priv, ContractionPlan *p) {
   p->numbered = intVal(list_nth(priv, kNumbered)) != 0;
   p->lazy_factors = intVal(list_nth(priv, kLazyFactors)) != 0;
   p->pair_terms = At(priv, kPairTerms);
+  p->sets = At(priv, kSets);
+  p->grouping_values = At(priv, kGroupingValues);
 }
 
 }  // namespace ddx::pg::contraction

@@ -33,10 +33,15 @@ bool ForbiddenNode(const Node *n) {
          IsA(n, AlternativeSubPlan) || IsA(n, PlaceHolderVar) || IsA(n, WindowFunc) || IsA(n, GroupingFunc);
 }
 
-bool ForbiddenWalker(Node *n, void *) {
+// (ctx not null: a grouping of one relation, where a placeholder of this
+// level is a column the relation's path computes: pull_up_subqueries wraps
+// a pulled-up subquery's expressions so under GROUPING SETS, and the
+// grouping's input target has them, as any column of the relation)
+bool ForbiddenWalker(Node *n, void *ctx) {
   if (!n) return false;
+  if (ctx && IsA(n, PlaceHolderVar) && castNode(PlaceHolderVar, n)->phlevelsup == 0) return false;
   if (ForbiddenNode(n) || IsA(n, Aggref)) return true;
-  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), nullptr);
+  return expression_tree_walker(n, reinterpret_cast<bool (*)()>(ForbiddenWalker), ctx);
 }
 
 // Whether evaluating e might raise an error: any function that is not
@@ -106,7 +111,8 @@ bool MayRaiseWalker(Node *n, void *) {
 // The side (0 or 1 of `sides`) whose columns alone e reads; -1 if it reads
 // both or something the node cannot evaluate; `none` if it reads no column.
 int SideOf(PlannerInfo *root, Node *e, const Relids sides[2], int none) {
-  if (ForbiddenWalker(e, nullptr) || contain_volatile_functions(e)) return -1;
+  bool one = bms_is_empty(sides[kBuild]) && !bms_is_empty(sides[kProbe]);  // (ConsiderOne's sides)
+  if (ForbiddenWalker(e, one ? &one : nullptr) || contain_volatile_functions(e)) return -1;
   Relids r = pull_varnos(root, e);
   if (bms_is_empty(r)) return none;
   for (int s = 0; s < 2; s++)
@@ -402,7 +408,9 @@ Refusal GroupKeys(PlannerInfo *root, const Relids sides[2], ContractionPlan *s) 
   foreach (lc, compat::GroupClause(root)) {
     SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
     Node *e = get_sortgroupclause_expr(sgc, root->processed_tlist);
-    int side = SideOf(root, e, sides, 0);
+    // (the key as the output has it, for the output's columns to be found
+    // among the keys; its side as the relation's rows have it)
+    int side = SideOf(root, compat::BelowGrouping(root, e), sides, 0);
     RegProcedure lh, rh;
     if (side < 0 || !sgc->hashable || !get_op_hash_functions(sgc->eqop, &lh, &rh))
       return Refusal{"a GROUP BY key that is not a hashable expression of one side"};
@@ -463,6 +471,12 @@ bool NotOverSums(Node *n, SumsCtx *ctx) {
   ListCell *lc;
   foreach (lc, ctx->s->group_keys)
     if (equal(n, lfirst(lc))) return false;
+  // GROUPING(): of the set a row is of, a column of the scan tuple
+  // (ConsiderOne gives each set's value)
+  if (IsA(n, GroupingFunc) && ctx->s->grouping_sets && castNode(GroupingFunc, n)->agglevelsup == 0) {
+    if (!list_member(ctx->s->grouping_funcs, n)) ctx->s->grouping_funcs = lappend(ctx->s->grouping_funcs, n);
+    return false;
+  }
   if (IsA(n, Aggref)) {
     if (list_member(ctx->s->aggrefs, n)) return false;
     ctx->refusal = NodeAggregate(ctx->root, castNode(Aggref, n), ctx->sides, ctx->s);

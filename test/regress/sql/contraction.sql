@@ -952,6 +952,43 @@ SELECT same_answer($$WITH s AS MATERIALIZED (SELECT ca.i, cb.j, sum(ca.val * cb.
                           e AS (SELECT s.i, s.j, exp(s.s - m.m) AS e FROM s JOIN m ON m.i = s.i),
                           z AS (SELECT i, sum(e) AS z FROM e GROUP BY i)
                      SELECT e.i, e.j, e.e / z.z AS v FROM e JOIN z ON z.i = e.i$$);
+-- GROUP BY GROUPING SETS of one relation, as ddx's backward sums a row-local
+-- step's cotangent into each of its inputs' rows in one pass: each row into
+-- one group of each set, keys a set does not group by NULL, GROUPING()
+-- by set; bit for bit PostgreSQL's (each group's terms in the rows'
+-- order): sums, counts, maxima, float4 sums, averages; NULL keys and
+-- values; a text and a tid key; a pulled-up subquery's expressions
+-- (placeholders: the relation's scan computes them); ROLLUP within a
+-- GROUP BY; a set twice; no rows; a rescan (1e-12: the outer sum's order).
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT GROUPING(k, j) AS g, k, j, sum(x) FROM co GROUP BY GROUPING SETS ((k), (j), (k, j));
+SELECT same_bits($$SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v, count(*) AS n, max(x) AS w
+                   FROM co GROUP BY GROUPING SETS ((k), (j), (k, j))$$);
+SELECT same_bits($$SELECT GROUPING(s) AS g, GROUPING(t, s) AS h, t, s, sum(COALESCE(x, 0)) AS v, min(x) AS w
+                   FROM co GROUP BY GROUPING SETS ((t), (s), (s, t))$$);
+SELECT same_answer($$SELECT GROUPING(k, j) AS g, k, j, sum(x::float4) AS v, avg(x) AS w FROM co
+                     GROUP BY GROUPING SETS ((k), (j))$$, 0);
+SELECT same_bits($$SELECT GROUPING(q.a, q.b) AS g, q.a, q.b, sum(q.y) AS v, sum(q.y * q.a) AS w
+                   FROM (SELECT k AS a, j + 1 AS b, COALESCE(x * 2, 0) AS y FROM co) q
+                   GROUP BY GROUPING SETS ((q.a), (q.b))$$);
+SELECT same_bits($$SELECT GROUPING(k, j, s) AS g, k, j, s, sum(x) AS v, max(x) AS w FROM co GROUP BY k, ROLLUP (j, s)$$);
+SELECT same_bits($$SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v, min(x) AS w FROM co GROUP BY GROUPING SETS ((k), (k), (j))$$);
+SELECT same_bits($$SELECT k, j, sum(x) AS v, max(x) AS w FROM co WHERE x > 100 GROUP BY GROUPING SETS ((k), (j))$$);
+SELECT same_answer($$SELECT o.i AS k, (SELECT sum(q.v) FROM (SELECT k, j, sum(x) AS v FROM co WHERE k <> o.i
+                     GROUP BY GROUPING SETS ((k), (j))) q) AS v FROM generate_series(1, 3) o(i)$$);
+-- (past work_mem, before any row, PostgreSQL's own grouping-sets plan: the
+-- grouped rel's cheapest path, copied)
+SET work_mem = '64kB';
+SELECT same_bits($$SELECT GROUPING(k) AS g, k, k % 10 AS j, sum(x) AS v, max(x) AS w FROM cd
+                   GROUP BY GROUPING SETS ((k), (k % 10))$$);
+SET ddx.contraction = 'all';
+SELECT fell_back($$SELECT k, k % 10, sum(x) FROM cd GROUP BY GROUPING SETS ((k), (k % 10))$$);
+RESET work_mem;
+SELECT fell_back($$SELECT k, k % 10, sum(x) FROM cd GROUP BY GROUPING SETS ((k), (k % 10))$$);
+-- (not the node's: an empty set, whose one row exists without any input
+-- row (ROLLUP and CUBE have one); grouping sets of a join)
+EXPLAIN (COSTS OFF) SELECT k, sum(x) FROM co GROUP BY ROLLUP (k);
+SELECT same_bits($$SELECT GROUPING(k) AS g, k, sum(x) AS v, max(x) AS w FROM co WHERE x > 100 GROUP BY ROLLUP (k)$$);
 -- A pair term: a float8 term of both sides that is no product of one
 -- factor per side, evaluated for each pair over both rows (EXPLAIN: Pair
 -- Terms), as PostgreSQL evaluates it for each row of the join: a softmax's
