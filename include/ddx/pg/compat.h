@@ -117,6 +117,17 @@ inline Node *BelowGrouping(const PlannerInfo *root, Node *n) {
   return n;
 }
 
+// Whether PostgreSQL's WindowAgg path stops early or filters its rows: a run
+// condition (row_number() <= n pushed down; 16 moved it from the
+// WindowClause to the path) or a lower window's qual.
+inline bool WindowStopsEarly(const WindowAggPath *p) {
+#if PG_VERSION_NUM >= 160000
+  return p->qual != NIL || p->runCondition != NIL;
+#else
+  return p->qual != NIL || p->winclause->runCondition != NIL;
+#endif
+}
+
 // A WindowAgg path without run condition or qual (16 moved the run condition
 // from the WindowClause to an argument; ddx's paths have none).
 inline WindowAggPath *WindowAggPathOf(PlannerInfo *root, RelOptInfo *rel, Path *subpath, PathTarget *target,

@@ -2,6 +2,7 @@
 // hook and its EXPLAIN hook, installed from _PG_init (contraction.h).
 #include "ddx/pg/contraction_node.h"
 #include "fill.h"
+#include "number.h"
 #include "planning.h"
 
 extern "C" {
@@ -72,6 +73,7 @@ void InstallContraction() {
       &fill_enabled, true, PGC_USERSET, 0, nullptr, AssignFill, nullptr);
   RegisterCustomScanMethods(&kScanMethods);
   RegisterCustomScanMethods(&kFillScanMethods);
+  RegisterCustomScanMethods(&kNumberScanMethods);
   prev_join_hook = set_join_pathlist_hook;
   set_join_pathlist_hook = FillJoinPaths;
   prev_upper_hook = create_upper_paths_hook;

@@ -4,6 +4,7 @@
 // the reasons where there is none, for EXPLAIN; and NumberGroups over the
 // window stage (planning.h).
 #include <utility>
+#include "number.h"
 #include "planning.h"
 
 #include "ddx/pg/compat.h"
@@ -588,7 +589,11 @@ void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInf
                            void *extra) {
   if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
   if (mode == kOff || (mode == kPrograms && !in_program)) return;
-  if (stage == UPPERREL_WINDOW) return NumberGroups(root, input_rel, output_rel);
+  if (stage == UPPERREL_WINDOW) {
+    NumberGroups(root, input_rel, output_rel);
+    NumberRows(root, input_rel, output_rel);
+    return;
+  }
   if (stage != UPPERREL_GROUP_AGG) return;
   // (a partition's grouping under partitionwise aggregation has an
   // RELOPT_OTHER_JOINREL: its parent's says why)

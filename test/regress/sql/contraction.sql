@@ -618,6 +618,50 @@ SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT row_number() OVER () AS rid, ca.i, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i;
 RESET ddx.contraction;
 
+-- row_number() OVER () of any other input: Custom Scan (ddx number) counts
+-- the rows as they stream through (PostgreSQL's WindowAgg keeps each in its
+-- partition's buffer first). The number is the row's place in the input's
+-- order, as the WindowAgg gives it: the same rows with the same numbers
+-- (compared whole, both ways), several row_number() calls and expressions of
+-- them, a join's rows, a filter, no rows, a rescan (LATERAL: numbered from 1
+-- again for each outer row). Not with PARTITION BY or ORDER BY, another
+-- window function, a second window, or a run condition (row_number() <= n
+-- pushed down: the WindowAgg stops early).
+CREATE FUNCTION same_numbers(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text; used boolean := false; n bigint; bad bigint;
+BEGIN
+  SET LOCAL ddx.contraction = 'all';
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    used := used OR line LIKE '%ddx number%';
+  END LOOP;
+  EXECUTE format('CREATE TEMP TABLE n_on AS SELECT to_jsonb(q)::text AS r FROM (%s) q', q);
+  SET LOCAL ddx.contraction = 'off';
+  EXECUTE format('CREATE TEMP TABLE n_off AS SELECT to_jsonb(q)::text AS r FROM (%s) q', q);
+  SELECT count(*) INTO n FROM n_on;
+  SELECT count(*) INTO bad FROM ((SELECT r FROM n_on EXCEPT ALL SELECT r FROM n_off)
+                                 UNION ALL (SELECT r FROM n_off EXCEPT ALL SELECT r FROM n_on)) d;
+  DROP TABLE n_on, n_off;
+  RETURN format('%s, %s rows, %s', CASE WHEN used THEN 'numbered by ddx number' ELSE 'WindowAgg' END, n,
+                CASE WHEN bad = 0 THEN 'the same numbers' ELSE 'DIFFERENT' END);
+END $$;
+SET ddx.contraction = 'all';
+EXPLAIN (COSTS OFF) SELECT row_number() OVER () AS rid, ca.i, cb.j, tanh(ca.val + cb.val) AS v
+  FROM ca JOIN cb ON ca.k = cb.k;
+RESET ddx.contraction;
+SELECT same_numbers($$SELECT row_number() OVER () AS rid, ca.i, cb.j, tanh(ca.val + cb.val) AS v,
+                       row_number() OVER () * 2 - 1 AS odd FROM ca JOIN cb ON ca.k = cb.k$$);
+SELECT same_numbers($$SELECT ca.i + row_number() OVER () AS x, ca.val FROM ca WHERE ca.val > 0.5$$);
+SELECT same_numbers($$SELECT row_number() OVER () AS rid, ca.i FROM ca WHERE ca.i > 1000$$);
+SELECT same_numbers($$SELECT o.i AS o, s.* FROM generate_series(1, 3) o(i)
+                       CROSS JOIN LATERAL (SELECT row_number() OVER () AS rid, ca.k FROM ca WHERE ca.i = o.i) s$$);
+SELECT same_numbers($$SELECT row_number() OVER (PARTITION BY ca.k) AS rid, ca.i FROM ca$$);
+SELECT same_numbers($$SELECT row_number() OVER (ORDER BY ca.i, ca.k) AS rid, ca.val FROM ca$$);
+SELECT same_numbers($$SELECT row_number() OVER () AS rid, rank() OVER () AS rk, ca.i FROM ca$$);
+SELECT same_numbers($$SELECT row_number() OVER () AS rid, row_number() OVER (ORDER BY ca.i) AS r2, ca.k FROM ca$$);
+SELECT same_numbers($$SELECT * FROM (SELECT row_number() OVER () AS rid, ca.i FROM ca) s WHERE rid <= 3$$);
+DROP FUNCTION same_numbers(text);
+
 -- EXPLAIN shows the node and its inputs.
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT ca.i, cb.j, sum(ca.val * cb.val) FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j;
