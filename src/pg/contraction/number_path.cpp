@@ -129,9 +129,10 @@ void NumberRows(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel
   add_path(output_rel, &cp->path);
 }
 
-// The plan: the scan tuple is the child's columns, then row_number() (one
-// WindowFunc: a query's calls of row_number() over one window are equal),
-// where setrefs.c finds the output's columns and its row_number() calls.
+// The plan: the scan tuple is the child's columns, then row_number() (one:
+// a query's calls of row_number() over one window are equal), where
+// setrefs.c finds the output's columns and its row_number() calls
+// (NumberedTargets).
 Plan *PlanNumber(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tlist, List *clauses, List *custom_plans) {
   (void)root;
   (void)rel;
@@ -150,11 +151,9 @@ Plan *PlanNumber(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List *tli
   foreach (lc, child->targetlist)
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst_node(TargetEntry, lc)->expr)),
                                          resno++, nullptr, false));
-  NumberCtx nc{NIL, NIL, NIL, 0};
-  (void)WindowFuncs(reinterpret_cast<Node *>(tlist), &nc);
-  if (list_length(nc.wfuncs) != 1) elog(ERROR, "ddx number: not one row_number() to number the rows by");
-  scan =
-      lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(linitial(nc.wfuncs))), resno, nullptr, false));
+  Expr *number;
+  cs->scan.plan.targetlist = NumberedTargets(tlist, &number);
+  scan = lappend(scan, makeTargetEntry(number, resno, nullptr, false));
   cs->custom_scan_tlist = scan;
   cs->custom_private = NIL;
   return &cs->scan.plan;

@@ -151,6 +151,28 @@ bool NotOverGroups(Node *n, NumberCtx *ctx) {
 
 }  // namespace
 
+namespace {
+
+Node *AsCall(Node *n, void *ctx) {
+  if (!n) return nullptr;
+  if (IsA(n, WindowFunc)) {
+    WindowFunc *w = castNode(WindowFunc, n);
+    return reinterpret_cast<Node *>(
+        makeFuncExpr(w->winfnoid, w->wintype, NIL, w->wincollid, w->inputcollid, COERCE_EXPLICIT_CALL));
+  }
+  return expression_tree_mutator(n, reinterpret_cast<Node *(*)()>(AsCall), ctx);
+}
+
+}  // namespace
+
+List *NumberedTargets(List *tlist, Expr **number) {
+  NumberCtx nc{NIL, NIL, NIL, 0};
+  (void)WindowFuncs(reinterpret_cast<Node *>(tlist), &nc);
+  if (list_length(nc.wfuncs) != 1) elog(ERROR, "ddx: not one row_number() to number the rows by");
+  *number = reinterpret_cast<Expr *>(AsCall(static_cast<Node *>(linitial(nc.wfuncs)), nullptr));
+  return reinterpret_cast<List *>(AsCall(reinterpret_cast<Node *>(tlist), nullptr));
+}
+
 // The distinct WindowFuncs of n, into ctx->wfuncs.
 bool WindowFuncs(Node *n, NumberCtx *ctx) {
   if (!n) return false;

@@ -150,13 +150,11 @@ Plan *PlanContraction(PlannerInfo *root, RelOptInfo *rel, CustomPath *best, List
   foreach (lc, path->grouping_funcs)
     scan = lappend(scan, makeTargetEntry(static_cast<Expr *>(copyObjectImpl(lfirst(lc))), resno++, nullptr, false));
   // (numbered: then row_number(), which setrefs.c finds here for the
-  // target list's, so that it is never evaluated as a WindowFunc)
+  // target list's, so that it is never evaluated: NumberedTargets)
   if (path->numbered) {
-    NumberCtx nc{NIL, NIL, NIL, 0};
-    (void)WindowFuncs(reinterpret_cast<Node *>(tlist), &nc);
-    if (list_length(nc.wfuncs) != 1) elog(ERROR, "ddx contraction: not one row_number() to number the groups by");
-    scan = lappend(scan,
-                   makeTargetEntry(static_cast<Expr *>(copyObjectImpl(linitial(nc.wfuncs))), resno++, nullptr, false));
+    Expr *number;
+    cs->scan.plan.targetlist = NumberedTargets(tlist, &number);
+    scan = lappend(scan, makeTargetEntry(number, resno++, nullptr, false));
   }
   cs->custom_scan_tlist = scan;
   // Expressions of each side over its child's output; the join's other

@@ -52,6 +52,14 @@ struct NumberCtx {
   Index winref;
 };
 bool WindowFuncs(Node *n, NumberCtx *ctx);
+// The plan of a node that numbers rows itself (NumberGroups, `ddx number`):
+// its target list with each row_number() a call of the function (a FuncExpr,
+// never evaluated), and that call for the scan tuple's last column, where
+// setrefs.c matches the target's calls (equal) and turns them into the
+// column. As a WindowFunc, EXPLAIN VERBOSE deparsed it by looking for its
+// WindowAgg, which 18 requires ("could not find window clause"); as a call
+// it reads `row_number()`.
+List *NumberedTargets(List *tlist, Expr **number);
 void ContractionUpperPaths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel, RelOptInfo *output_rel,
                            void *extra);
 

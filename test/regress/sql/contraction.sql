@@ -648,6 +648,12 @@ END $$;
 SET ddx.contraction = 'all';
 EXPLAIN (COSTS OFF) SELECT row_number() OVER () AS rid, ca.i, cb.j, tanh(ca.val + cb.val) AS v
   FROM ca JOIN cb ON ca.k = cb.k;
+-- (EXPLAIN VERBOSE shows the number as a call: as a window function 18
+-- looks for its WindowAgg to name the window, and there is none; the same
+-- for the contraction node's numbered groups)
+EXPLAIN (VERBOSE, COSTS OFF) SELECT row_number() OVER () * 2 AS rid, ca.i FROM ca WHERE ca.i < 3;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT row_number() OVER () AS rid, ca.i, sum(ca.val * cb.val) AS v
+  FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i;
 RESET ddx.contraction;
 SELECT same_numbers($$SELECT row_number() OVER () AS rid, ca.i, cb.j, tanh(ca.val + cb.val) AS v,
                        row_number() OVER () * 2 - 1 AS odd FROM ca JOIN cb ON ca.k = cb.k$$);
