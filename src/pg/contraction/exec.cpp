@@ -184,6 +184,20 @@ void InitAccumulators(State *st, const ContractionPlan &plan, EState *estate) {
   }
 }
 
+// An empty KeyTable of nkeys keys, with room for their functions and types
+// (filled by the caller), in the query's context; its arrays of keys are
+// made by KeyInit at each build.
+void KeyTableFor(KeyTable *t, int nkeys) {
+  memset(t, 0, sizeof *t);
+  t->nkeys = nkeys;
+  t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (nkeys + 1)));
+  t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (nkeys + 1)));
+  t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (nkeys + 1)));
+  t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (nkeys + 1)));
+  t->byval = static_cast<bool *>(palloc0(nkeys + 1));
+  t->integers = true;
+}
+
 // The group keys: each key's side and place among that side's keys, each
 // side's expressions, and each side's KeyTable with the keys' functions
 // and types.
@@ -205,15 +219,7 @@ void InitGroupKeys(State *st, const ContractionPlan &plan) {
   }
   for (int side = 0; side < 2; side++) st->gx[side] = InitExprs(gsx[side], &st->css.ss.ps);
   for (int side = 0; side < 2; side++) {
-    KeyTable *t = &st->g[side];
-    memset(t, 0, sizeof *t);
-    t->nkeys = count[side];
-    t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
-    t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
-    t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
-    t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
-    t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
-    t->integers = true;
+    KeyTableFor(&st->g[side], count[side]);
   }
   for (int g = 0; g < st->ng; g++) {
     KeyTable *t = &st->g[st->gside[g]];
@@ -243,13 +249,7 @@ void InitSets(State *st, const ContractionPlan &plan) {
     gs->nkeys = list_length(places);
     gs->key = static_cast<int *>(palloc0(sizeof(int) * (gs->nkeys + 1)));
     KeyTable *t = &gs->keys;
-    t->nkeys = gs->nkeys;
-    t->hash = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
-    t->eq = static_cast<FmgrInfo *>(palloc0(sizeof(FmgrInfo) * (t->nkeys + 1)));
-    t->coll = static_cast<Oid *>(palloc0(sizeof(Oid) * (t->nkeys + 1)));
-    t->typlen = static_cast<int16 *>(palloc0(sizeof(int16) * (t->nkeys + 1)));
-    t->byval = static_cast<bool *>(palloc0(t->nkeys + 1));
-    t->integers = true;
+    KeyTableFor(t, gs->nkeys);
     int i = 0;
     ListCell *lp;
     foreach (lp, places) {
@@ -411,11 +411,10 @@ TupleTableSlot *GroupRow(State *st, uint32 at, bool none) {
     slot->tts_values[st->ng + st->nout] = Int64GetDatum(++st->rownum);
   }
   ExecStoreVirtualTuple(slot);
-  return Projected(st, slot);
+  return Projected(&st->css, slot);
 }
 
-TupleTableSlot *Projected(State *st, TupleTableSlot *slot) {
-  CustomScanState *node = &st->css;
+TupleTableSlot *Projected(CustomScanState *node, TupleTableSlot *slot) {
   ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
   if (!proj) return slot;
   ExprContext *ec = node->ss.ps.ps_ExprContext;
@@ -448,7 +447,7 @@ TupleTableSlot *SetRow(State *st, int set, uint32 id) {
     slot->tts_isnull[st->ng + st->nout + f] = false;
   }
   ExecStoreVirtualTuple(slot);
-  return Projected(st, slot);
+  return Projected(&st->css, slot);
 }
 
 TupleTableSlot *Exec(CustomScanState *node) {

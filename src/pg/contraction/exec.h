@@ -162,9 +162,9 @@ inline void Eval(const Exprs &e, ExprContext *ec, Datum *v, bool *n) {
 
 void KeysToSlot(State *st, TupleTableSlot *slot, uint32 ida, uint32 idb);
 bool Build(State *st);
-// The scan tuple in `slot` as the node returns it: projected where the plan
-// projects.
-TupleTableSlot *Projected(State *st, TupleTableSlot *slot);
+// The scan tuple in `slot` as a node of ours returns it: projected where
+// its plan projects.
+TupleTableSlot *Projected(CustomScanState *node, TupleTableSlot *slot);
 // The row of group `id` of grouping set `set` (exec.cpp).
 TupleTableSlot *SetRow(State *st, int set, uint32 id);
 // The groups built (Build), or PostgreSQL's plan taken over (FallBack):

@@ -44,12 +44,7 @@ TupleTableSlot *NumberExec(CustomScanState *node) {
   slot->tts_values[st->ncols] = Int64GetDatum(++st->n);
   slot->tts_isnull[st->ncols] = false;
   ExecStoreVirtualTuple(slot);
-  ProjectionInfo *proj = node->ss.ps.ps_ProjInfo;
-  if (!proj) return slot;
-  ExprContext *ec = node->ss.ps.ps_ExprContext;
-  ResetExprContext(ec);
-  ec->ecxt_scantuple = slot;
-  return ExecProject(proj);
+  return Projected(node, slot);
 }
 
 void NumberEnd(CustomScanState *node) { EndChildren(node); }
