@@ -1026,6 +1026,24 @@ SELECT same_bits($$SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v, min(x) AS w FR
 SELECT same_bits($$SELECT k, j, sum(x) AS v, max(x) AS w FROM co WHERE x > 100 GROUP BY GROUPING SETS ((k), (j))$$);
 SELECT same_answer($$SELECT o.i AS k, (SELECT sum(q.v) FROM (SELECT k, j, sum(x) AS v FROM co WHERE k <> o.i
                      GROUP BY GROUPING SETS ((k), (j))) q) AS v FROM generate_series(1, 3) o(i)$$);
+SELECT same_bits($$SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v, max(x) AS w FROM co
+                   GROUP BY DISTINCT GROUPING SETS ((k), (k), (j)) ORDER BY GROUPING(k, j), k, j$$);
+-- (a generic plan, its $1 in the relation's filter: as ddx's programs run)
+SET plan_cache_mode = force_generic_plan;
+PREPARE gs_on(int) AS SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v FROM co WHERE k <> $1 GROUP BY GROUPING SETS ((k), (j));
+EXPLAIN (COSTS OFF) EXECUTE gs_on(3);
+SET ddx.contraction = 'off';
+PREPARE gs_off(int) AS SELECT GROUPING(k, j) AS g, k, j, sum(x) AS v FROM co WHERE k <> $1 GROUP BY GROUPING SETS ((k), (j));
+CREATE TEMP TABLE gs_off AS EXECUTE gs_off(3);
+SET ddx.contraction = 'all';
+CREATE TEMP TABLE gs_on AS EXECUTE gs_on(3);
+SELECT (SELECT count(*) FROM gs_on) AS rows,
+       (SELECT count(*) FROM ((TABLE gs_on EXCEPT ALL TABLE gs_off) UNION ALL (TABLE gs_off EXCEPT ALL TABLE gs_on)) d)
+         AS differing;
+DEALLOCATE gs_on;
+DEALLOCATE gs_off;
+DROP TABLE gs_on, gs_off;
+RESET plan_cache_mode;
 -- (past work_mem, before any row, PostgreSQL's own grouping-sets plan: the
 -- grouped rel's cheapest path, copied)
 SET work_mem = '64kB';
