@@ -4,8 +4,9 @@
 For each workload: the median time of the forward loss query alone, of the
 statement that returns every parameter's gradient (its forward included),
 their ratio, the number of steps of the gradient program (forward and
-backward CTEs) and the row count of its largest step (from EXPLAIN ANALYZE of
-the program). With python3-torch, PyTorch (float64, one thread) times the
+backward CTEs), the row count of its largest step (from EXPLAIN ANALYZE of
+the program) and the kilobytes one gradient statement writes to temporary
+files at the session's work_mem (issue 38: none at the default). With python3-torch, PyTorch (float64, one thread) times the
 same model's forward and backward for scale.
 """
 import json
@@ -18,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "torch"))
 import numpy as np  # noqa: E402
 import test_models as tm  # noqa: E402
-from common import RUNNER, all_stored, program_of, round_robin, torch_ms  # noqa: E402
+from common import RUNNER, all_stored, program_of, round_robin, temp_bytes, torch_ms  # noqa: E402
 
 DB = "ddx_bench"
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -51,7 +52,7 @@ def program_stats(grad_sql):
     def walk(n):
         nonlocal largest
         if n.get("Subplan Name", "").startswith("CTE "):
-            largest = max(largest, n["Actual Rows"])
+            largest = max(largest, round(n["Actual Rows"]))  # (a float on 18: rows=1.00)
         for c in n.get("Plans", []):
             walk(c)
 
@@ -82,11 +83,13 @@ def workload(name, ctes, params, torch_fn=None):
     grad_sql = f"WITH {ctes} " + " UNION ALL ".join(parts)
     fwd, grd = timed(forward, grad_sql)
     steps, largest = program_stats(grad_sql)
+    temp = temp_bytes(DB, grad_sql) // 1024
     tt, agree = "        -", "      -"
     if torch_fn:
         tt = f"{torch_ms(torch_fn):9.2f}"
         agree = f"{agreement(ctes, params, torch_fn()):7.0e}"
-    print(f"{name:<40} {fwd:9.1f} {grd:10.1f} {grd / fwd:6.2f} {steps:6d} {largest:10d} {tt} {agree}", flush=True)
+    print(f"{name:<40} {fwd:9.1f} {grd:10.1f} {grd / fwd:6.2f} {steps:6d} {largest:10d} {temp:8d} {tt} {agree}",
+          flush=True)
 
 
 def main():
@@ -96,9 +99,10 @@ def main():
                     f"CREATE DATABASE {DB}"], check=True, capture_output=True)
     tm.psql("CREATE EXTENSION ddx;", db=DB)
     print(f"median of {REPEATS} runs, ms; ratio = gradient statement / forward loss query; "
+          f"temp kB = temporary files of one gradient statement; "
           f"torch = PyTorch float64 forward+backward, one thread; agree = max |ddx - torch| / max |torch|")
     print(f"{'workload':<40} {'forward':>9} {'gradient':>10} {'ratio':>6} {'steps':>6} {'largest':>10} "
-          f"{'torch f+b':>9} {'agree':>7}")
+          f"{'temp kB':>8} {'torch f+b':>9} {'agree':>7}")
 
     # matmul 10,000 x 16 . 16 x 8, loss sum tanh^2, gradient of the weight
     X = np.random.default_rng(1).normal(size=(10000, 16))

@@ -34,6 +34,35 @@ def all_stored(prog):
     return prog.replace(" AS NOT MATERIALIZED (", " AS MATERIALIZED (")
 
 
+def temp_bytes(db, sql):
+    """Bytes one run of sql writes to temporary files (pg_stat_database's
+    temp_bytes before and after, in a session of its own, after a first run:
+    a CTE's rows past work_mem, a hash join's batches, an aggregate's spill).
+    Issue 38 asks that a program write none at the default work_mem."""
+    conn = psycopg2.connect(dbname=db)
+    conn.autocommit = True
+    cur = conn.cursor()
+
+    def flushed():
+        # (a backend reports its counts at a transaction's end once asked;
+        # the snapshot is then read anew)
+        cur.execute("SELECT pg_stat_force_next_flush()")
+        cur.execute("SELECT 1")
+        time.sleep(0.1)
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute("SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()")
+        return cur.fetchone()[0]
+
+    cur.execute(sql)
+    cur.fetchall()
+    before = flushed()
+    cur.execute(sql)
+    cur.fetchall()
+    after = flushed()
+    conn.close()
+    return after - before
+
+
 def node_session(db, setting):
     """An autocommit cursor of a session of its own with ddx.contraction =
     setting, set once: a changed setting plans the session's cached
