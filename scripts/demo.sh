@@ -3,7 +3,7 @@
 # throwaway PostgreSQL cluster with ddx and trains a small GPT in SQL on the
 # text of the GPL (examples/gpt/train.sql): the training and validation
 # losses fall (the validation loss below 2.0 nats per character after
-# ~1,600 of its 1,700 steps, ~10 minutes on 2 cores), the model writes
+# ~1,600 of its 1,700 steps, ~7 minutes on 2 cores), the model writes
 # samples, and both curves are drawn to build/gpt_loss.png (gnuplot).
 # DDX_DEMO_STEPS=N trains N steps instead (300: ~2 minutes, a model that
 # writes letters and spaces, not yet words).
