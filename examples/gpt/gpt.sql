@@ -15,6 +15,7 @@
 --                          batch ($1 is the step, as ddx_train passes it)
 --   gpt.val_loss()         the loss on the validation windows
 --   gpt.params(), gpt.no_decay()   what AdamW trains, and what it does not decay
+--   gpt.n_params()         the model's size: the rows of the tables it trains
 --   CALL gpt.train(steps, eval_every, run, schedule)   AdamW as nanoGPT
 --       configures it, with train and validation loss every eval_every
 --       steps, and samples at the start, the middle and the end
@@ -281,6 +282,22 @@ CREATE OR REPLACE FUNCTION gpt.params() RETURNS text[] LANGUAGE sql STABLE AS $$
                                          'gpt.wmp.val', 'gpt.bmp.val', 'gpt.lnf_g.val', 'gpt.lnf_b.val']) WITH ORDINALITY u(p, o)
                 WHERE coalesce((SELECT c.bias FROM gpt.config c), true) OR NOT gpt.is_bias(p) ORDER BY o)
 $$;
+-- The model's size: the rows of the tables gpt.params() trains, as PyTorch's
+-- sum of numel() over the module's parameters (the token embedding, tied to
+-- the LM head, once; nanoGPT's get_num_params() also leaves out wpe).
+CREATE OR REPLACE FUNCTION gpt.n_params() RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  p text;
+  n bigint := 0;
+  c bigint;
+BEGIN
+  FOREACH p IN ARRAY gpt.params() LOOP
+    EXECUTE format('SELECT count(*) FROM %s', regexp_replace(p, '\.val$', '')::regclass) INTO c;
+    n := n + c;
+  END LOOP;
+  RETURN n;
+END $$;
 CREATE OR REPLACE FUNCTION gpt.no_decay() RETURNS text[] LANGUAGE sql STABLE AS $$
   SELECT ARRAY(SELECT p FROM unnest(ARRAY['gpt.ln1_g.val', 'gpt.ln1_b.val', 'gpt.bq.val', 'gpt.bk.val', 'gpt.bv.val',
                                          'gpt.bo.val', 'gpt.ln2_g.val', 'gpt.ln2_b.val', 'gpt.bfc.val', 'gpt.bmp.val',

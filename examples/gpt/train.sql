@@ -33,7 +33,8 @@ CREATE EXTENSION IF NOT EXISTS ddx;
 \i examples/gpt/gpt.sql
 \i examples/gpt/load_gpl3.sql
 SELECT gpt.setup(n_layer => 1, n_head => 2, n_embd => 32, block_size => 16, batch => 8, steps => :steps,
-                 val_windows => 64) AS "model: 1 layer, 2 heads, 32 channels, context 16, batch 8";
+                 val_windows => 64) \g /dev/null
+SELECT '1 layer, 2 heads, 32 channels, context 16, batch 8' AS model, gpt.n_params() AS parameters;
 SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = 'gpt demo' \g /dev/null
 DELETE FROM gpt.val_log WHERE run = 'gpt demo';
 -- (warmup 400 steps, the cosine's end 2,000 for 1,700 steps: both scaled with :steps)

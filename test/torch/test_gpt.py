@@ -260,6 +260,8 @@ def to_torch_roundtrip(L, T, B, bias=True):
     conn = to_torch.psycopg2.connect(dbname=DB)
     to_torch.export(conn, path)
     model, _ = to_torch.load(path)
+    # gpt.n_params(): the module's own count (its tied embedding once)
+    n_sql, n_torch = int(psql("SELECT gpt.n_params()")[0][0]), sum(p.numel() for p in model.parameters())
     batch = psql("SELECT b, t, tok, tgt FROM gpt.batches WHERE step = 1 ORDER BY b, t")
     tok = torch.tensor([int(r[2]) for r in batch]).reshape(B, T)
     tgt = torch.tensor([int(r[3]) for r in batch]).reshape(B, T)
@@ -308,14 +310,15 @@ def to_torch_roundtrip(L, T, B, bias=True):
     os.unlink(path + "2")
     # without biases: the module has none, and the checkpoint says so
     nobias = not bias and model.args["bias"] is False and not any(k.endswith(".bias") for k in model.state_dict())
-    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same and (bias or nobias) and refused
+    ok = e_logits <= 1e-12 and e_loss <= 1e-12 and same and (bias or nobias) and refused and n_sql == n_torch
     results.append(ok)
     print(f"{'ok' if ok else 'FAILED'}  to PyTorch and back, {L} layer{'s' if L > 1 else ''}"
           f"{'' if bias else ', no biases (model_args bias False, no bias in the state dict: ' + str(nobias) + ')'}: "
           f"logits of the exported "
           f"module {e_logits:.1e} relative to SQL's; trained in PyTorch and imported, SQL's loss {e_loss:.1e} relative "
           f"to PyTorch's ({want:.4f}); exported again {'bit for bit' if same else 'NOT bit for bit'}; a checkpoint "
-          f"with bias={not model.args['bias']} {'refused' if refused else 'NOT refused'}")
+          f"with bias={not model.args['bias']} {'refused' if refused else 'NOT refused'}; gpt.n_params() {n_sql}, "
+          f"the module's {n_torch}")
 
 
 def own_text():
