@@ -6,8 +6,9 @@ statement that returns every parameter's gradient (its forward included),
 their ratio, the number of steps of the gradient program (forward and
 backward CTEs), the row count of its largest step (from EXPLAIN ANALYZE of
 the program) and the kilobytes one gradient statement writes to temporary
-files at the session's work_mem (issue 38: none at the default). With python3-torch, PyTorch (float64, one thread) times the
-same model's forward and backward for scale.
+files at the session's work_mem (issue 38: none at the default). With
+python3-torch, PyTorch (float64, one thread) times the same model's forward
+and backward for scale.
 """
 import json
 import math
