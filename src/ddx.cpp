@@ -17,6 +17,7 @@ void _PG_init(void) {
   ddx::pg::InstallHook();
   ddx::pg::InstallContraction();
   ddx::pg::InstallSqlApi();
+  ddx::pg::InstallStepPlans();
   ddx::pg::InstallProgramEstimates();
   // Statements parsed before the library was loaded still hold grad() as
   // written; dropping cached plans makes them parse again, through the hook.

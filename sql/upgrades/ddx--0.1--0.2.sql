@@ -1,7 +1,8 @@
 -- ddx 0.1 -> 0.2: ddx_version(); an optimizer step's applied gradients computed
 -- inline (_ddx.step_table_sql); an optimizer step's statement under its
--- generic plan; ddx_explain of programs without a GROUP BY at their end;
--- ddx_train's log_every 0 (no progress NOTICE).
+-- generic plan, worked out once per session (_ddx.step_plan); ddx_explain of
+-- programs without a GROUP BY at their end; ddx_train's log_every 0 (no
+-- progress NOTICE).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -23,8 +24,18 @@ COMMENT ON FUNCTION ddx_version() IS
 
 -- --- optimizer steps ------------------------------------------------------
 
+-- A session's plan of an optimizer step, kept until the catalogs may have
+-- changed (sql/70_optimizers.sql, _ddx.step_plan).
+CREATE TYPE _ddx.step_plan AS (run_name text, run_id int, run_owner regrole, tabs _ddx.param_table[],
+                               kept _ddx.param_table[], sql text, stepped text[], prepared text);
+CREATE FUNCTION _ddx.step_plan_get(key text) RETURNS _ddx.step_plan
+  AS 'MODULE_PATHNAME', 'ddx_step_plan_get' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION _ddx.step_plan_put(key text, plan _ddx.step_plan) RETURNS void
+  AS 'MODULE_PATHNAME', 'ddx_step_plan_put' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
 -- A step's statement runs under its generic plan, planned once per session,
--- where Citus is not installed (sql/70_optimizers.sql, _ddx.optimizer_step).
+-- where Citus is not installed, and is worked out once per session while the
+-- catalogs stay as they were (sql/70_optimizers.sql, _ddx.optimizer_step).
 CREATE OR REPLACE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
@@ -40,6 +51,9 @@ DECLARE
   stepped text[];
   sql text;
   prepared text;
+  plan_key text;
+  plan _ddx.step_plan;
+  many boolean;
   plan_mode text;
   stale text;
   e_state text;
@@ -87,44 +101,75 @@ BEGIN
       HINT = 'Pass the loss as a query returning one row and one number, e.g. ''SELECT l FROM loss''.';
   END IF;
   loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
-  tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
-  run_name := coalesce(run_name, _ddx.default_run_name(tabs));
-  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
-  -- the parameter tables the loss reads (unknown where it does not even
-  -- translate: then all of them, and preparing the statement says what is
-  -- wrong)
-  SELECT * INTO rd FROM _ddx.loss_reads(loss_sql, ARRAY(SELECT x.tbl FROM unnest(tabs) x),
-                                        ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
-  FOR i IN 1 .. array_length(tabs, 1) LOOP
-    IF rd.reads IS NULL OR rd.reads[i] THEN
-      kept := kept || tabs[i];
-    ELSE
-      skipped := skipped || tabs[i].qtbl;
-    END IF;
-  END LOOP;
-  IF skipped <> '{}' AND rd.opaque <> '{}' THEN
-    RAISE EXCEPTION 'ddx cannot see into %, which the loss calls', rd.opaque[1]
-      USING ERRCODE = '0A000',
-            DETAIL = format('Step %s of training run "%s": the loss reads %s nowhere else, so it could reach its '
-                            'parameters only inside what ddx cannot differentiate (%s), whose part of the loss would '
-                            'get no gradient.', step, run_name, array_to_string(skipped, ', '),
-                            array_to_string(rd.opaque, ', ')),
-            HINT = 'Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one '
-                   'SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).';
+  -- what the step is worked out from besides the catalogs, for the
+  -- session's plan of it (_ddx.step_plan_get)
+  plan_key := format('%L %L %L %L %L %L %L %L %L %L %L', opt, momentum <> 0, nesterov, weight_decay <> 0, loss_sql,
+                     params, no_decay, run_name, current_user, session_user, current_setting('search_path'));
+  plan := _ddx.step_plan_get(plan_key);
+  IF plan IS NULL THEN
+    tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
+    run_name := coalesce(run_name, _ddx.default_run_name(tabs));
+  ELSE
+    tabs := plan.tabs;
+    run_name := plan.run_name;
+    -- (what _ddx.param_tables checks that is not in the catalogs)
+    FOR i IN 1 .. coalesce(array_length(tabs, 1), 0) LOOP
+      IF tabs[i].keys = '{}' THEN
+        EXECUTE format('SELECT count(*) > 1 FROM (SELECT 1 FROM %s LIMIT 2) q', tabs[i].qtbl) INTO many;
+        IF many THEN
+          plan := NULL;
+          tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);  -- (raises the error)
+        END IF;
+      END IF;
+    END LOOP;
   END IF;
-  FOR i IN 1 .. coalesce(array_length(skipped, 1), 0) LOOP
-    IF _ddx.first_time(format('skip %s %s', run_id, skipped[i])) THEN
-      RAISE NOTICE 'training run "%" skips table %: the loss does not read it', run_name, skipped[i]
-        USING DETAIL = 'A parameter table that the loss never reads gets no gradient and no step; its values and its '
-                       'optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
+  SELECT n.run_id, n.run_step, n.run_owner INTO run_id, step, run_owner FROM _ddx.run_next_step(run_name, opt) n;
+  IF plan.run_id = run_id AND plan.run_owner = run_owner THEN
+    kept := plan.kept;
+    sql := plan.sql;
+    stepped := plan.stepped;
+    prepared := plan.prepared;
+  ELSE
+    -- the parameter tables the loss reads (unknown where it does not even
+    -- translate: then all of them, and preparing the statement says what is
+    -- wrong)
+    SELECT * INTO rd FROM _ddx.loss_reads(loss_sql, ARRAY(SELECT x.tbl FROM unnest(tabs) x),
+                                          ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
+    FOR i IN 1 .. array_length(tabs, 1) LOOP
+      IF rd.reads IS NULL OR rd.reads[i] THEN
+        kept := kept || tabs[i];
+      ELSE
+        skipped := skipped || tabs[i].qtbl;
+      END IF;
+    END LOOP;
+    IF skipped <> '{}' AND rd.opaque <> '{}' THEN
+      RAISE EXCEPTION 'ddx cannot see into %, which the loss calls', rd.opaque[1]
+        USING ERRCODE = '0A000',
+              DETAIL = format('Step %s of training run "%s": the loss reads %s nowhere else, so it could reach its '
+                              'parameters only inside what ddx cannot differentiate (%s), whose part of the loss '
+                              'would get no gradient.', step, run_name, array_to_string(skipped, ', '),
+                              array_to_string(rd.opaque, ', ')),
+              HINT = 'Write the loss as a view, a CTE, or an SQL function that PostgreSQL inlines (LANGUAGE sql, one '
+                     'SELECT of one expression or a set-returning one SELECT, not SECURITY DEFINER, no SET clause).';
     END IF;
-  END LOOP;
-  SELECT q.sql, q.stepped INTO sql, stepped
-    FROM _ddx.step_sql(_ddx.optimizer(opt, momentum <> 0, nesterov), loss_sql, kept, run_owner, weight_decay <> 0) q;
+    FOR i IN 1 .. coalesce(array_length(skipped, 1), 0) LOOP
+      IF _ddx.first_time(format('skip %s %s', run_id, skipped[i])) THEN
+        RAISE NOTICE 'training run "%" skips table %: the loss does not read it', run_name, skipped[i]
+          USING DETAIL = 'A parameter table that the loss never reads gets no gradient and no step; its values and '
+                         'its optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
+      END IF;
+    END LOOP;
+    SELECT q.sql, q.stepped INTO sql, stepped
+      FROM _ddx.step_sql(_ddx.optimizer(opt, momentum <> 0, nesterov), loss_sql, kept, run_owner, weight_decay <> 0) q;
+    prepared := '_ddx_step_' || md5(sql);
+    -- kept for the session's next steps, until the catalogs may have
+    -- changed (src/pg/api/step_plan.cpp)
+    PERFORM _ddx.step_plan_put(plan_key, ROW(run_name, run_id, run_owner, tabs, kept, sql, stepped,
+                                             prepared)::_ddx.step_plan);
+  END IF;
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
   -- and ddx differentiate it, again)
-  prepared := '_ddx_step_' || md5(sql);
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements p WHERE p.name = prepared) THEN
     -- at most 8 kept per session, the least recently prepared go (a loss
     -- whose text changes every step, its batch formatted in, would

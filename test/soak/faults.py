@@ -18,6 +18,9 @@
   refused, ddx_runs shows the training session, its rate and ETA, and a
   cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
   time, steps/s and ETA.
+- A session keeps what it worked out for a run's step until the catalogs may
+  have changed: a view of the loss redefined by another session counts from
+  the next step (SGD's closed form).
 
 Closes with "faults: N passed, N failed".
 """
@@ -402,6 +405,25 @@ def one_trainer_per_run():
         x.close()
 
 
+def catalog_changed_elsewhere():
+    a, b = connect(), connect()
+    q(a, """CREATE TABLE qa (f int PRIMARY KEY, val float8); CREATE TABLE qb (f int PRIMARY KEY, val float8);
+             INSERT INTO qa VALUES (1, 1), (2, 2); INSERT INTO qb VALUES (1, 1), (2, 2);
+             CREATE VIEW lq AS SELECT sum(val * val * f) AS l FROM qa;""")
+    step = "SELECT step FROM ddx_sgd_step('SELECT l FROM lq', ARRAY['qa.val', 'qb.val'], 0.1, state_name => 'q')"
+    steps = [q(a, step)[0][0] for _ in range(2)]  # qb skipped: the loss does not read it
+    q(b, "CREATE OR REPLACE VIEW lq AS SELECT (SELECT sum(val * val * f) FROM qa) + (SELECT sum(val * f) FROM qb) AS l")
+    steps.append(q(a, step)[0][0])
+    # qa: times 1 - 0.2 f at each of three steps; qb: minus 0.1 f once
+    qa = q(a, "SELECT f, val FROM qa ORDER BY f")
+    qb = q(a, "SELECT f, val FROM qb ORDER BY f")
+    ok = steps == [1, 2, 3] and all(abs(v - f * (1 - 0.2 * f) ** 3) < 1e-12 for f, v in qa) and \
+        all(abs(v - (f - 0.1 * f)) < 1e-12 for f, v in qb)
+    report("a view of the loss redefined by another session counts from the next step", ok, f"{steps} {qa} {qb}")
+    a.close()
+    b.close()
+
+
 def main():
     admin = psycopg2.connect(dbname="postgres")
     admin.autocommit = True
@@ -410,7 +432,7 @@ def main():
     admin.close()
     setup(connect())
     for test in (interrupted_backward, concurrent_sessions, concurrent_writer, one_trainer_per_run,
-                 crash_during_training):
+                 catalog_changed_elsewhere, crash_during_training):
         try:
             test()
         except Exception as e:

@@ -205,3 +205,53 @@ SELECT DISTINCT p.proname
   FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ddx') AND p.pronamespace <> '_ddx'::regnamespace
  ORDER BY 1;
+
+-- 10. A session keeps what it worked out for a run's step (the tables, those
+-- the loss reads, the statement) while the catalogs stay as they were; what
+-- changes them counts from the next step. Oracle: SGD's closed form,
+-- p - lr * dl/dp.
+SET client_min_messages = notice;
+CREATE TABLE pa (f int PRIMARY KEY, val float8);
+CREATE TABLE pb (f int PRIMARY KEY, val float8);
+INSERT INTO pa VALUES (1, 1), (2, 2);
+INSERT INTO pb VALUES (1, 1), (2, 2);
+CREATE VIEW lp AS SELECT sum(val * val * f) AS l FROM pa;
+SELECT step FROM ddx_sgd_step('SELECT l FROM lp', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'p');
+SELECT step FROM ddx_sgd_step('SELECT l FROM lp', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'p');
+-- the view now reads pb too: pb steps (dl/dpb = f)
+CREATE OR REPLACE VIEW lp AS SELECT (SELECT sum(val * val * f) FROM pa) + (SELECT sum(val * f) FROM pb) AS l;
+SELECT step FROM ddx_sgd_step('SELECT l FROM lp', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'p');
+SELECT 'pa' AS t, f, val, abs(val - CASE f WHEN 1 THEN 0.512 ELSE 0.432 END) < 1e-12 AS closed_form FROM pa
+UNION ALL
+SELECT 'pb', f, val, abs(val - CASE f WHEN 1 THEN 0.9 ELSE 1.8 END) < 1e-12 FROM pb ORDER BY 1, 2;
+-- a function of the loss that ddx saw into becomes one it cannot: refused
+CREATE FUNCTION lpf() RETURNS TABLE (l float8) LANGUAGE sql STABLE AS 'SELECT l FROM guards.lp';
+SELECT step FROM ddx_sgd_step('SELECT l FROM lpf()', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'pf');
+SELECT step FROM ddx_sgd_step('SELECT l FROM lpf()', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'pf');
+CREATE OR REPLACE FUNCTION lpf() RETURNS TABLE (l float8) LANGUAGE plpgsql STABLE AS
+  'BEGIN RETURN QUERY SELECT lp.l FROM guards.lp; END';
+SELECT step FROM ddx_sgd_step('SELECT l FROM lpf()', ARRAY['pa.val', 'pb.val'], 0.1, state_name => 'pf');
+\echo :LAST_ERROR_SQLSTATE
+-- a table without a primary key that gains a second row: refused
+CREATE TABLE pc (val float8);
+INSERT INTO pc VALUES (3);
+SELECT step FROM ddx_sgd_step('SELECT sum(val * val) AS l FROM pc', ARRAY['pc.val'], 0.1, state_name => 'pc');
+SELECT step FROM ddx_sgd_step('SELECT sum(val * val) AS l FROM pc', ARRAY['pc.val'], 0.1, state_name => 'pc');
+INSERT INTO pc VALUES (4);
+SELECT step FROM ddx_sgd_step('SELECT sum(val * val) AS l FROM pc', ARRAY['pc.val'], 0.1, state_name => 'pc');
+\echo :LAST_ERROR_SQLSTATE
+SELECT val FROM pc ORDER BY val;
+-- names resolve through the search_path of each step
+CREATE SCHEMA guards2;
+CREATE TABLE guards2.pa (f int PRIMARY KEY, val float8);
+INSERT INTO guards2.pa VALUES (1, 10);
+CREATE VIEW guards2.lp AS SELECT sum(val * val * f) AS l FROM guards2.pa;
+SELECT step FROM ddx_sgd_step('SELECT l FROM lp', ARRAY['pa.val'], 0.1);
+SET search_path = guards2, guards, public;
+SELECT step FROM ddx_sgd_step('SELECT l FROM lp', ARRAY['pa.val'], 0.1);
+SET search_path = guards, public;
+-- (guards.pa: six steps since its start at f, each times 1 - 0.2 f)
+SELECT 'guards2' AS s, f, val, abs(val - 8) < 1e-12 AS closed_form FROM guards2.pa
+UNION ALL
+SELECT 'guards', f, round(val::numeric, 9), abs(val - f * (1 - 0.2 * f) ^ 6) < 1e-12 FROM guards.pa ORDER BY 1, 2;
+SET client_min_messages = warning;

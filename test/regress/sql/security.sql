@@ -82,6 +82,16 @@ SELECT count(*) AS state_rows FROM ddx_state('trainer''s', 'security.tp.val');
 RESET ROLE;
 SELECT pg_get_userbyid(c.relowner) AS owner, c.relnamespace::regnamespace AS schema
   FROM _ddx.state_table s JOIN pg_class c ON c.oid = s.state WHERE s.param = 'security.tp'::regclass;
+-- a SECURITY DEFINER function that trains a table the reader may only read
+CREATE TABLE tq (k int PRIMARY KEY, val float8);
+INSERT INTO tq VALUES (1, 2);
+GRANT SELECT ON tq TO regress_ddx_reader;
+CREATE FUNCTION step_tq() RETURNS int LANGUAGE sql SECURITY DEFINER SET search_path = security, public AS
+  $$ SELECT step FROM ddx_sgd_step('SELECT sum(val * val) FROM security.tq', ARRAY['security.tq.val'], 0.25,
+                                   state_name => 'definer''s') $$;
+GRANT EXECUTE ON FUNCTION step_tq() TO regress_ddx_reader;
+SELECT step_tq();
+SELECT r.id AS tq_run FROM _ddx.run r WHERE r.name = 'definer''s' \gset
 \c - regress_ddx_reader
 \set VERBOSITY terse
 SET search_path = security, public;
@@ -99,6 +109,17 @@ DELETE FROM _ddx.state_table;
 UPDATE _ddx.run SET step = 0;
 CREATE TABLE _ddx.squat (i int);
 \echo :LAST_ERROR_SQLSTATE
+-- a plan of a step put where the definer's step would look for it (its
+-- key, run and owner) is the reader's own: the definer's step works out its
+-- own, and tq takes SGD's step (1 - 0.25 * 2 * 1 = 0.5), not the planted UPDATE
+SELECT _ddx.step_plan_put(format('%L %L %L %L %L %L %L %L %L %L %L', 'sgd', false, false, false,
+                                 'SELECT sum(val * val) FROM security.tq', ARRAY['security.tq.val'], '{}'::text[],
+                                 'definer''s', :'me', current_user, 'security, public'),
+                          ROW('definer''s', :tq_run, :'me'::regrole, '{}', '{}',
+                              'UPDATE security.tq SET val = 1000 RETURNING 0::float8, 0::float8', '{}',
+                              'planted')::_ddx.step_plan);
+SELECT step_tq();
+SELECT val AS tq_val FROM tq;
 \c - :me
 \set VERBOSITY terse
 SET search_path = security, public;
