@@ -27,7 +27,7 @@ COMMENT ON FUNCTION ddx_version() IS
 -- A session's plan of an optimizer step, kept until the catalogs may have
 -- changed (sql/70_optimizers.sql, _ddx.step_plan).
 CREATE TYPE _ddx.step_plan AS (run_name text, run_id int, run_owner regrole, tabs _ddx.param_table[],
-                               kept _ddx.param_table[], sql text, stepped text[], prepared text);
+                               kept _ddx.param_table[], sql text, prepared text);
 CREATE FUNCTION _ddx.step_plan_get(key text) RETURNS _ddx.step_plan
   AS 'MODULE_PATHNAME', 'ddx_step_plan_get' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION _ddx.step_plan_put(key text, plan _ddx.step_plan) RETURNS void
@@ -48,7 +48,6 @@ DECLARE
   rd record;
   run_id int;
   run_owner regrole;
-  stepped text[];
   sql text;
   prepared text;
   plan_key text;
@@ -103,8 +102,9 @@ BEGIN
   loss_sql := regexp_replace(loss_sql, '[\s;]+$', '');
   -- what the step is worked out from besides the catalogs, for the
   -- session's plan of it (_ddx.step_plan_get)
-  plan_key := format('%L %L %L %L %L %L %L %L %L %L %L', opt, momentum <> 0, nesterov, weight_decay <> 0, loss_sql,
-                     params, no_decay, run_name, current_user, session_user, current_setting('search_path'));
+  -- (and of the current user: plans are kept per user, src/pg/api/step_plan.cpp)
+  plan_key := format('%L %L %L %L %L %L %L %L %L %L', opt, momentum <> 0, nesterov, weight_decay <> 0, loss_sql,
+                     params, no_decay, run_name, session_user, current_setting('search_path'));
   plan := _ddx.step_plan_get(plan_key);
   IF plan IS NULL THEN
     tabs := ARRAY(SELECT x FROM _ddx.param_tables(params, no_decay) x);
@@ -127,7 +127,6 @@ BEGIN
   IF plan.run_id = run_id AND plan.run_owner = run_owner THEN
     kept := plan.kept;
     sql := plan.sql;
-    stepped := plan.stepped;
     prepared := plan.prepared;
   ELSE
     -- the parameter tables the loss reads (unknown where it does not even
@@ -159,13 +158,12 @@ BEGIN
                          'its optimizer state stay as they are (PyTorch skips a parameter whose grad is None so).';
       END IF;
     END LOOP;
-    SELECT q.sql, q.stepped INTO sql, stepped
+    SELECT q.sql INTO sql
       FROM _ddx.step_sql(_ddx.optimizer(opt, momentum <> 0, nesterov), loss_sql, kept, run_owner, weight_decay <> 0) q;
     prepared := '_ddx_step_' || md5(sql);
     -- kept for the session's next steps, until the catalogs may have
     -- changed (src/pg/api/step_plan.cpp)
-    PERFORM _ddx.step_plan_put(plan_key, ROW(run_name, run_id, run_owner, tabs, kept, sql, stepped,
-                                             prepared)::_ddx.step_plan);
+    PERFORM _ddx.step_plan_put(plan_key, ROW(run_name, run_id, run_owner, tabs, kept, sql, prepared)::_ddx.step_plan);
   END IF;
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
@@ -210,7 +208,8 @@ BEGIN
     GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_msg = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL,
                             e_hint = PG_EXCEPTION_HINT, e_ctx = PG_EXCEPTION_CONTEXT;
     e_where := CASE WHEN strpos(e_ctx, 'ddx gradient program') > 0 THEN 'computing the loss and its gradient'
-                    ELSE 'updating ' || array_to_string(stepped, ', ') || ' and the optimizer state' END;
+                    ELSE 'updating ' || array_to_string(ARRAY(SELECT x.qtbl FROM unnest(kept) x), ', ') ||
+                         ' and the optimizer state' END;
     RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_msg,
       DETAIL = format('Step %s of training run "%s" (%s) failed while %s.', step, run_name, opt, e_where) ||
                _ddx.users_frames(e_ctx) ||

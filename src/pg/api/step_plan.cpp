@@ -8,7 +8,8 @@
 //
 // Why it stays right: everything a plan was worked out from is either in its
 // key (the loss's text, the parameter and no_decay lists, the optimizer's
-// kind, the run's name, the roles, search_path), checked again by the caller
+// kind, the run's name, the session user, search_path; the current user
+// beside it, below), checked again by the caller
 // at every step (the run's id and owner; that a table without a primary key
 // still has at most one row), or the system catalogs. Every plan is forgotten
 // when this backend learns that the catalogs may have changed: a relcache
@@ -64,15 +65,13 @@ struct StepPlan {
 
 MemoryContext plans_cxt = nullptr;  // every plan, reset when they are forgotten
 StepPlan plans[kMaxPlans];
-int n_plans = 0;
 uint64 tick = 0;
 
+// (called at every relcache invalidation: resetting an empty context is a
+// flag test; no caller holds a pointer into it, get returns copies)
 void ForgetPlans() {
-  if (n_plans == 0) return;
-  // (no caller holds a pointer into the context: get returns copies)
   MemoryContextReset(plans_cxt);
   memset(plans, 0, sizeof plans);
-  n_plans = 0;
 }
 
 void ForgetOnRelcache(Datum, Oid) { ForgetPlans(); }
@@ -135,7 +134,6 @@ Datum ddx_step_plan_put(PG_FUNCTION_ARGS) {
     for (StepPlan &p : plans)
       if (p.key == nullptr) {
         slot = &p;
-        n_plans++;
         break;
       }
   }

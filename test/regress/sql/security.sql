@@ -112,11 +112,11 @@ CREATE TABLE _ddx.squat (i int);
 -- a plan of a step put where the definer's step would look for it (its
 -- key, run and owner) is the reader's own: the definer's step works out its
 -- own, and tq takes SGD's step (1 - 0.25 * 2 * 1 = 0.5), not the planted UPDATE
-SELECT _ddx.step_plan_put(format('%L %L %L %L %L %L %L %L %L %L %L', 'sgd', false, false, false,
+SELECT _ddx.step_plan_put(format('%L %L %L %L %L %L %L %L %L %L', 'sgd', false, false, false,
                                  'SELECT sum(val * val) FROM security.tq', ARRAY['security.tq.val'], '{}'::text[],
-                                 'definer''s', :'me', current_user, 'security, public'),
+                                 'definer''s', session_user, 'security, public'),
                           ROW('definer''s', :tq_run, :'me'::regrole, '{}', '{}',
-                              'UPDATE security.tq SET val = 1000 RETURNING 0::float8, 0::float8', '{}',
+                              'UPDATE security.tq SET val = 1000 RETURNING 0::float8, 0::float8',
                               'planted')::_ddx.step_plan);
 SELECT step_tq();
 SELECT val AS tq_val FROM tq;
