@@ -4,7 +4,7 @@
 #   scripts/deps.sh PKG...     those packages (the other scripts' needs: the
 #                              majors, Citus, valgrind, the Debian package)
 set -euo pipefail
-PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev cmake g++ make python3-torch python3-numpy python3-psycopg2 gnuplot-nox"
+PKGS="postgresql-15 postgresql-server-dev-15 libpg-query-dev libgtest-dev libeigen3-dev cmake g++ make python3-torch python3-numpy python3-psycopg2 gnuplot-nox"
 [ $# -gt 0 ] && PKGS="$*"
 missing=()
 for p in $PKGS; do

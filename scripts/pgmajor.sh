@@ -73,8 +73,15 @@ prepare_17() {
     echo "create_main_cluster = false" >"$ROOT/etc/postgresql-common/createcluster.conf"
     in_root env DEBIAN_FRONTEND=noninteractive apt-get -qq update
     in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      postgresql-17 postgresql-server-dev-17 g++ make cmake libgtest-dev libpg-query-dev >"$CACHE/trixie-apt.log" 2>&1 ||
-      { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
+      postgresql-17 postgresql-server-dev-17 g++ make cmake libgtest-dev libpg-query-dev libeigen3-dev \
+      >"$CACHE/trixie-apt.log" 2>&1 || { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
+    in_root apt-get clean
+  fi
+  # (a root made before the unit tests needed Eigen)
+  if ! in_root dpkg -s libeigen3-dev >/dev/null 2>&1; then
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get -qq update
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libeigen3-dev \
+      >"$CACHE/trixie-apt.log" 2>&1 || { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
     in_root apt-get clean
   fi
   # The server runs as `ddx` inside the root as outside, with the same uid, so
