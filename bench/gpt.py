@@ -8,8 +8,12 @@ channels, context 16, batch 8 (16 channels and batch 4 before 2026-12-05);
 and 2 layers, 4 heads, 64 channels, context 32, batch 8), in one session,
 medians of `repeats` interleaved runs (ms):
   forward    the loss query as written, under PostgreSQL's default plan, with
-             nested loops off, and with nested loops and JIT off (a user can
-             have any of them: the best is the honest denominator)
+             nested loops off, with nested loops and JIT off, and with the
+             contraction node (ddx.contraction = all, in a session of its
+             own, default plan or nested loops off, the faster), and as
+             `SELECT ddx_value('ddx_loss')` (the loss evaluated with the
+             settings of ddx's programs, the node included): a user can
+             have any of them, the best is the honest denominator
   backward   one statement with the gradient of all 20 parameter tables
              (its forward included), and its ratio to the best forward
   step       ddx_adamw_step as nanoGPT configures AdamW, and its ratio
@@ -17,7 +21,8 @@ medians of `repeats` interleaved runs (ms):
              analysis) and planning the step's statement, from EXPLAIN
   memory     the backend's peak resident memory after the steps (VmHWM) and
              the temporary-file bytes of one step
-  torch      PyTorch float64, one thread: forward + backward + AdamW step
+  torch      PyTorch float64, one thread: forward + backward + AdamW step,
+             and the step's multiple of it
 With --no-bias: the model without biases (gpt.setup's bias => false, and
 PyTorch's the same). With --drift N: an N-step ddx_train run at the first size, the median step
 time of its first and last 100 steps.
@@ -92,6 +97,16 @@ def one_size(conn, size, repeats):
     plans = {"default": "RESET enable_nestloop; RESET jit", "nestloop off": "SET enable_nestloop = off; RESET jit",
              "nestloop, jit off": "SET enable_nestloop = off; SET jit = off"}
     fwd = {k: [] for k in plans}
+    # the node in a session of its own: a changed ddx.contraction plans the
+    # session's kept programs again, which the backward would then time
+    nconn = psycopg2.connect(dbname=DB)
+    nconn.autocommit = True
+    node = nconn.cursor()
+    node.execute("SET ddx.contraction = 'all'")
+    node_plans = {"node": "RESET enable_nestloop", "node, nestloop off": "SET enable_nestloop = off"}
+    fwd.update({k: [] for k in node_plans})
+    fwd["ddx_value"] = []
+    value = f"WITH ddx_loss AS ({loss}) SELECT ddx_value('ddx_loss')"
     bwd, step = [], []
     ms(cur, grad)  # programs prepared once per session: warm
     cur.execute(STEP_SQL, (1e-3,))
@@ -99,10 +114,17 @@ def one_size(conn, size, repeats):
         for k, s in plans.items():
             cur.execute(s)
             fwd[k].append(ms(cur, loss))
+        for k, s in node_plans.items():
+            node.execute(s)
+            fwd[k].append(ms(node, loss))
+        node.execute("RESET enable_nestloop")
+        fwd["ddx_value"].append(ms(node, value))
         cur.execute("RESET enable_nestloop; RESET jit")
         bwd.append(ms(cur, grad))
         step.append(ms(cur, STEP_SQL, (1e-3,)))
+    nconn.close()
     f = {k: statistics.median(v) for k, v in fwd.items()}
+    f["node"] = min(f["node"], f.pop("node, nestloop off"))
     best = min(f.values())
     b, s = statistics.median(bwd), statistics.median(step)
     # fixed costs: the hook's program build and the planning of the step's statement
@@ -243,14 +265,14 @@ def main():
     conn.autocommit = True
     print(f"GPT of examples/gpt, median of {REPEATS} interleaved runs (ms); ratios to the best forward plan")
     print(f"{'size (layers, heads, channels, context, batch)':<48} {'forward: default':>16} {'nl off':>8} "
-          f"{'nl+jit off':>10} {'backward':>9} {'ratio':>6} {'step':>7} {'ratio':>6} {'build':>6} {'temp':>6} "
-          f"{'peak RSS':>18} {'torch step':>10}")
+          f"{'nl+jit off':>10} {'node':>6} {'ddx_value':>9} {'backward':>9} {'ratio':>6} {'step':>7} {'ratio':>6} {'build':>6} "
+          f"{'temp':>6} {'peak RSS':>18} {'torch step':>10} {'step/torch':>10}")
     for size, repeats in list(zip(SIZES, (REPEATS, max(2, REPEATS // 2))))[:1 if SMALL else 2]:
         f, best, b, s, build, tb, hwm = one_size(conn, size, repeats)
         t = torch_step(size)
         print(f"{str(size):<48} {f['default']:16.0f} {f['nestloop off']:8.0f} {f['nestloop, jit off']:10.0f} "
-              f"{b:9.0f} {b / best:6.2f} {s:7.0f} {s / best:6.2f} {build:6.0f} {tb:6d} {hwm:>18} {t:10.2f}",
-              flush=True)
+              f"{f['node']:6.0f} {f['ddx_value']:9.0f} {b:9.0f} {b / best:6.2f} {s:7.0f} {s / best:6.2f} {build:6.0f} {tb:6d} {hwm:>18} "
+              f"{t:10.2f} {s / t:9.0f}x", flush=True)
         print(f"{'':<48} default-plan ratios: backward {b / f['default']:.2f}, step {s / f['default']:.2f}")
     if DRIFT:
         drift(conn, DRIFT)
