@@ -132,6 +132,18 @@ Matrix Random(int64_t r, int64_t c, double p_present, double p_null, Gen gen, st
   return m;
 }
 
+// A random pair of relations i x k and k x j: the matrix product's path,
+// and the oracle's groups (exactly, or within the reordered rounding).
+template <class Gen>
+void ExpectRandom(int64_t i, int64_t k, int64_t j, double p_present, double p_null, Gen gen, std::mt19937_64 &rng,
+                  bool exact) {
+  Matrix a = Random(i, k, p_present, p_null, gen, rng);
+  Matrix b = Random(k, j, p_present, p_null, gen, rng);
+  Contraction c = Contract(a, b);
+  EXPECT_EQ(c.path, Path::kGemm);
+  ExpectMatches(c, Sql(a, b, rng), a, b, exact);
+}
+
 // Multiples of 1/8 in [-4, 4], a fifth of them zeros of either sign: every
 // product and every partial sum of up to 64 terms is exact in any order,
 // so the kernel must give the oracle's bits (the sign of a zero sum too).
@@ -151,13 +163,7 @@ TEST(DenseContract, EighthsAreExactInAnyOrder) {
                 {33, 64, 9, 0.8, 0}, {9, 64, 33, 1, 0.15}, {5, 3, 4, 0.3, 0.5}, {0, 4, 3, 1, 0},
                 {4, 0, 3, 1, 0},   {4, 3, 0, 1, 0},    {3, 4, 2, 0, 0},     {6, 6, 6, 1, 1}};
   for (const Shape &s : shapes)
-    for (int round = 0; round < 8; round++) {
-      Matrix a = Random(s.i, s.k, s.p_present, s.p_null, eighth, rng);
-      Matrix b = Random(s.k, s.j, s.p_present, s.p_null, eighth, rng);
-      Contraction c = Contract(a, b);
-      EXPECT_EQ(c.path, Path::kGemm);
-      ExpectMatches(c, Sql(a, b, rng), a, b, true);
-    }
+    for (int round = 0; round < 8; round++) ExpectRandom(s.i, s.k, s.j, s.p_present, s.p_null, eighth, rng, true);
 }
 
 // Sums of -0.0 products are -0.0 (float8 sum starts from its first value),
@@ -185,13 +191,7 @@ TEST(DenseContract, NormalValuesWithinReorderedRounding) {
   std::normal_distribution<double> g(0.0, 1.0);
   auto normal = [&] { return g(rng) * std::exp(3.0 * g(rng)); };
   for (double p_present : {1.0, 0.8})
-    for (double p_null : {0.0, 0.15}) {
-      Matrix a = Random(40, 32, p_present, p_null, normal, rng);
-      Matrix b = Random(32, 24, p_present, p_null, normal, rng);
-      Contraction c = Contract(a, b);
-      EXPECT_EQ(c.path, Path::kGemm);
-      ExpectMatches(c, Sql(a, b, rng), a, b, false);
-    }
+    for (double p_null : {0.0, 0.15}) ExpectRandom(40, 32, 24, p_present, p_null, normal, rng, false);
 }
 
 // A row that exists with a NULL value makes its groups exist; a group whose
