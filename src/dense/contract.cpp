@@ -2,9 +2,11 @@
 //
 // Why Eigen: header-only, one thread unless built with OpenMP (and
 // EIGEN_DONT_PARALLELIZE says so anyway), its blocks on the stack below
-// 128 kB; OpenBLAS's serial build is as fast at the models' shapes but
-// brings a 32 MB work buffer outside palloc and a library to choose among
-// Debian's alternatives (../shared/NOTES-dense.md section 3; measured:
+// 128 kB. Debian's serial OpenBLAS multiplies faster (it picks its
+// instruction set at run time; Eigen is compiled for ddx.so's baseline),
+// but brings a 32 MB work buffer outside palloc and a library to choose
+// among Debian's alternatives, and either is far below what reading a
+// region's rows costs (../shared/NOTES-dense.md section 3; measured:
 // bench/RESULTS.md, "Dense kernels").
 #define EIGEN_DONT_PARALLELIZE
 #include "ddx/dense/contract.h"
