@@ -140,18 +140,17 @@ Contraction Contract(const Matrix &a, const Matrix &b) {
   // Which groups exist and which hold a value: the products of the
   // indicators count each cell's pairs and non-NULL products exactly (counts
   // below 2^53).
+  // (Where every row exists, every group has k pairs; where no value is
+  // NULL, every pair is a product.)
   RowMajor pairs, values;
-  bool dense = sa.all_present && sb.all_present;
+  bool dense = sa.all_present && sb.all_present, nulls = sa.any_null || sb.any_null;
   if (!dense) pairs = Indicator(a, true) * Indicator(b, true);
-  if (sa.any_null || sb.any_null)
-    values = Indicator(a, false) * Indicator(b, false);
-  else if (!dense)
-    values = pairs;
+  if (nulls) values = Indicator(a, false) * Indicator(b, false);
   for (int64_t i = 0; i < a.rows; i++)
     for (int64_t j = 0; j < b.cols; j++) {
       size_t o = c.out.At(i, j);
       bool pair = dense ? a.cols > 0 : pairs(i, j) > 0.0;
-      bool value = (sa.any_null || sb.any_null) ? values(i, j) > 0.0 : pair;
+      bool value = nulls ? values(i, j) > 0.0 : pair;
       if (!pair) {
         c.out.val[o] = 0.0;
         continue;
