@@ -71,16 +71,16 @@ prepare_17() {
     chmod +x "$ROOT/usr/sbin/policy-rc.d"
     mkdir -p "$ROOT/etc/postgresql-common"
     echo "create_main_cluster = false" >"$ROOT/etc/postgresql-common/createcluster.conf"
-    in_root env DEBIAN_FRONTEND=noninteractive apt-get -qq update
-    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      postgresql-17 postgresql-server-dev-17 g++ make cmake libgtest-dev libpg-query-dev libeigen3-dev \
-      >"$CACHE/trixie-apt.log" 2>&1 || { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
-    in_root apt-get clean
   fi
-  # (a root made before the unit tests needed Eigen)
-  if ! in_root dpkg -s libeigen3-dev >/dev/null 2>&1; then
+  # What the root needs, installed where missing: a root made before a
+  # package joined the list (Eigen, for the unit tests) gets it too.
+  local p missing=()
+  for p in postgresql-17 postgresql-server-dev-17 g++ make cmake libgtest-dev libpg-query-dev libeigen3-dev; do
+    in_root dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
     in_root env DEBIAN_FRONTEND=noninteractive apt-get -qq update
-    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libeigen3-dev \
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
       >"$CACHE/trixie-apt.log" 2>&1 || { tail -30 "$CACHE/trixie-apt.log"; exit 1; }
     in_root apt-get clean
   fi
