@@ -20,4 +20,9 @@ bool ContractionInPrograms();
 // set by the runner's ProgramSettings).
 bool InProgram();
 
+// Whether ddx.contraction = 'all': the user has asked for ddx's planning of
+// grouped sums of products in every query, the program's estimates of CTE
+// columns (src/pg/runner/estimates.cpp) included.
+bool ContractionEverywhere();
+
 }  // namespace ddx::pg

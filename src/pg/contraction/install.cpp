@@ -57,6 +57,8 @@ bool ContractionInPrograms() { return mode != kOff; }
 
 bool InProgram() { return in_program; }
 
+bool ContractionEverywhere() { return mode == kAll; }
+
 void InstallContraction() {
   DefineCustomEnumVariable("ddx.contraction",
                            "Where ddx's contraction node computes a grouped SUM of products over a join.",

@@ -1,7 +1,8 @@
 -- The planner's estimates of a program's steps (src/pg/runner/estimates.cpp):
 -- while ddx plans a program, a CTE's column that carries a table's column
 -- (through plain columns and group keys) has that column's number of
--- distinct values; a user's own statements keep PostgreSQL's estimates.
+-- distinct values; so does a user's statement under ddx.contraction = 'all'.
+-- Other statements keep PostgreSQL's estimates.
 -- The oracle is the actual row count of each plan node.
 CREATE EXTENSION IF NOT EXISTS ddx;
 CREATE SCHEMA estimates;
@@ -52,6 +53,14 @@ SELECT * FROM join_rows($$
   SELECT * FROM (SELECT k::int AS k, sum(s) AS s FROM a GROUP BY k) g
     JOIN a ON a.k = g.k$$, 'Join|Aggregate');
 COMMIT;
+-- ddx.contraction = 'all' asks for ddx's planning of a user's own
+-- statements: the keys' statistics there too (the groupings on the node),
+-- and PostgreSQL's estimate again under the default setting
+SET ddx.contraction = 'all';
+SELECT * FROM join_rows((SELECT q FROM joined));
+SET ddx.contraction = programs;
+SELECT * FROM join_rows((SELECT q FROM joined));
+SET ddx.contraction = off;
 -- What carries no table's column keeps PostgreSQL's estimate: an aggregate's
 -- result, an expression, a set operation, grouping sets, a recursive CTE, a
 -- whole row, a column without statistics (and none of them fails).
