@@ -536,7 +536,8 @@ SELECT last.v, exp(last.z - m.m) / sum(exp(last.z - m.m)) OVER () AS p FROM last
 $$;
 
 CREATE OR REPLACE FUNCTION gpt.next_probs(context int[], temperature float8) RETURNS TABLE (v int, p float8)
-LANGUAGE plpgsql SET ddx.contraction = 'all' SET enable_indexscan = off SET enable_bitmapscan = off AS $$
+LANGUAGE plpgsql SET ddx.contraction = 'all' SET enable_indexscan = off SET enable_bitmapscan = off
+  SET join_collapse_limit = 1 AS $$
 BEGIN
   RETURN QUERY EXECUTE gpt.next_probs_sql() USING context, temperature;
 END $$;
@@ -553,10 +554,14 @@ END $$;
 -- index scan of the weights per row (512 a projection); with index scans off
 -- and the contraction node on (ddx.contraction = all, as in ddx's own
 -- programs) they are the node's, ~5x faster a character (bench/RESULTS.md,
--- "The demo"). gpt.next_probs plans so too.
+-- "The demo"). Under that setting the CTEs' keys have their tables'
+-- statistics; the planner then joined the queries' and keys' biases last,
+-- by nested loops over their tables per row (8 ms a character against 5):
+-- the joins are kept in their written order (join_collapse_limit = 1, as
+-- ddx's programs and gpt.val_loss keep them). gpt.next_probs plans so too.
 CREATE OR REPLACE FUNCTION gpt.sample(prompt text, n int, temperature float8 DEFAULT 0) RETURNS text
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET ddx.contraction = 'all' SET enable_indexscan = off
-  SET enable_bitmapscan = off AS $$
+  SET enable_bitmapscan = off SET join_collapse_limit = 1 AS $$
 DECLARE
   bs int := (SELECT block_size FROM gpt.config);
   ctx int[] := ARRAY(SELECT v.v FROM regexp_split_to_table(prompt, '') WITH ORDINALITY c(ch, o)
