@@ -291,24 +291,15 @@ Refusal GroupingFits(const Query *parse, const GroupPathExtraData *gx, bool sets
 
 // The first split of the join whose plan the node can compute, with the
 // plan in *plan, in the split's order; or null.
-Split *FirstFit(PlannerInfo *root, List *splits, PathTarget *target, ContractionPlan *plan, Refusals *rs) {
-  ListCell *lc;
-  foreach (lc, splits) {
-    Split *x = static_cast<Split *>(lfirst(lc));
-    Relids sides[2] = {x->rels[0]->relids, x->rels[1]->relids};
-    bool ok = true;
-    for (int s = 0; s < 2; s++)
-      if (!x->rels[s]->cheapest_total_path || x->rels[s]->cheapest_total_path->param_info) ok = false;
-    if (!ok) {
-      Note(rs, Refusal{"a side without an unparameterized path"});
-      continue;
-    }
-    *plan = ContractionPlan();
-    Refusal r = ShapeOf(root, x->clauses, sides, target, plan);
-    if (!r) return x;
-    Note(rs, r);
-  }
-  return nullptr;
+// The plan over split x, in *plan, or why it does not fit (a side without
+// an unparameterized path, or ShapeOf's refusal).
+Refusal SplitFits(PlannerInfo *root, const Split *x, PathTarget *target, ContractionPlan *plan) {
+  for (int s = 0; s < 2; s++)
+    if (!x->rels[s]->cheapest_total_path || x->rels[s]->cheapest_total_path->param_info)
+      return Refusal{"a side without an unparameterized path"};
+  Relids sides[2] = {x->rels[0]->relids, x->rels[1]->relids};
+  *plan = ContractionPlan();
+  return ShapeOf(root, x->clauses, sides, target, plan);
 }
 
 // The build side (0 or 1) of the plan over the split x, in *build: the one
@@ -360,8 +351,11 @@ Path *FallbackPath(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_
   ListCell *lc;
   foreach (lc, output_rel->pathlist) {
     Path *x = static_cast<Path *>(lfirst(lc));
+    // (not the node's own path of another split: PostgreSQL's)
+    if (IsA(x, CustomPath) && reinterpret_cast<CustomPath *>(x)->methods == &kPathMethods) continue;
     if (!*best || x->total_cost < (*best)->total_cost) *best = x;
   }
+  if (!*best) return nullptr;
   // Grouping sets: a copy of PostgreSQL's cheapest path itself (its
   // rollups are grouping_planner's own, not the hook's to make again); a
   // copy, as add_path frees the paths the node's displaces. Its subpaths
@@ -466,19 +460,32 @@ bool ConsiderJoin(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_r
     Note(rs, Refusal{"not an inner join"});
     return false;
   }
-  ContractionPlan plan;
-  Split *x = FirstFit(root, splits, output_rel->reltarget, &plan, rs);  // (noting each split's refusal)
-  if (!x) return false;
-  int b;
-  bool lazy;
-  if (Refusal r = ChooseBuildSide(plan, x, &b, &lazy)) {
-    Note(rs, r);
-    return false;
+  // A path for every split the node computes, add_path keeping the
+  // cheapest: the split of PostgreSQL's cheapest join is not the node's
+  // cheapest. The MLP's second layer, tanh(hp.z + b1.val) * w2.val, planned
+  // on right estimates, joins the bias to w2 first (128 rows); over that
+  // split the node evaluates the tanh for each of 524k pairs where, over
+  // (hp JOIN b1) and w2, it is a factor of each of h's 131k rows (62 ms
+  // against 45 for the forward: bench/RESULTS.md, "Users' own queries").
+  bool added = false;
+  ListCell *lc;
+  foreach (lc, splits) {
+    Split *x = static_cast<Split *>(lfirst(lc));
+    ContractionPlan plan;
+    int b;
+    bool lazy;
+    Refusal r = SplitFits(root, x, output_rel->reltarget, &plan);
+    if (!r) r = ChooseBuildSide(plan, x, &b, &lazy);
+    if (r) {
+      Note(rs, r);
+      continue;
+    }
+    Path *paths[2] = {x->rels[0]->cheapest_total_path, x->rels[1]->cheapest_total_path};
+    Relids rels[2] = {x->rels[0]->relids, x->rels[1]->relids};
+    AddNodePath(root, input_rel, output_rel, &plan, paths, rels, b, lazy, false);
+    added = true;
   }
-  Path *paths[2] = {x->rels[0]->cheapest_total_path, x->rels[1]->cheapest_total_path};
-  Relids rels[2] = {x->rels[0]->relids, x->rels[1]->relids};
-  AddNodePath(root, input_rel, output_rel, &plan, paths, rels, b, lazy, false);
-  return true;
+  return added;
 }
 
 // GROUP BY GROUPING SETS of one relation: each set's keys (their places in

@@ -1105,3 +1105,34 @@ SET ddx.contraction = 'off';
 CREATE TEMP TABLE g_off AS SELECT k, grad('closs', val) AS g FROM cw;
 SELECT count(*) AS rows, max(abs(a.g - b.g) / greatest(abs(b.g), 1e-300)) < 1e-12 AS same FROM g_on a JOIN g_off b USING (k);
 RESET ddx.contraction;
+
+-- Every split of a join is priced (path.cpp, ConsiderJoin), not only that of
+-- PostgreSQL's cheapest join: an MLP's second layer, sum(tanh(hp.z + b1.val)
+-- * w2.val). PostgreSQL's cheapest join puts b1 with w2 (the smaller
+-- relations), over which the tanh is a term of both sides, evaluated for
+-- every pair (512 × 32 × 4); over (hp JOIN b1) and w2 it is a factor of
+-- one side, evaluated once per row of hp (512 × 32): that split is the
+-- node's, w2 its build side.
+CREATE TABLE mx (i int, j int, val float8);
+INSERT INTO mx SELECT i, j, ((i * 7 + j * 3) % 17 - 8) / 8.0 FROM generate_series(1, 512) i, generate_series(1, 16) j;
+CREATE TABLE mw1 (i int, j int, val float8);
+INSERT INTO mw1 SELECT i, j, ((i * 5 + j) % 9 - 4) / 16.0 FROM generate_series(1, 16) i, generate_series(1, 32) j;
+CREATE TABLE mb1 (j int, val float8);
+INSERT INTO mb1 SELECT j, (j % 5 - 2) / 8.0 FROM generate_series(1, 32) j;
+CREATE TABLE mw2 (i int, j int, val float8);
+INSERT INTO mw2 SELECT i, j, ((i * 3 + j) % 7 - 3) / 8.0 FROM generate_series(1, 32) i, generate_series(1, 4) j;
+ANALYZE mx, mw1, mb1, mw2;
+CREATE VIEW second_layer AS SELECT $$
+  WITH hp AS (SELECT mx.i AS s, mw1.j, sum(mx.val * mw1.val) AS z FROM mx JOIN mw1 ON mx.j = mw1.i GROUP BY mx.i, mw1.j)
+  SELECT hp.s, mw2.j, sum(tanh(hp.z + mb1.val) * mw2.val) AS v
+    FROM hp JOIN mb1 ON mb1.j = hp.j JOIN mw2 ON mw2.i = hp.j GROUP BY hp.s, mw2.j$$ AS q;
+SET ddx.contraction = 'all';
+DO $$
+DECLARE line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || (SELECT q FROM second_layer) LOOP
+    IF line !~ '^ *(Join Keys|Group Keys|Sums):' THEN RAISE NOTICE '%', line; END IF;
+  END LOOP;
+END $$;
+RESET ddx.contraction;
+SELECT same_answer((SELECT q FROM second_layer));
