@@ -58,6 +58,7 @@ struct FillState {
   CustomScanState css;
   int nt, nkeys;      // t's columns; its keys
   AttrNumber *fatt;   // per key: its column of the fill
+  bool *nsafe;        // per key: a NULL finds the NULL group (fill_path.cpp, NullSafeVar)
   AttrNumber fmax;    // the highest of them
   int nscan;          // the scan tuple's columns
   AttrNumber *fbmap;  // per scan column: the fallback's column with it, 0 none (not read above)
@@ -73,6 +74,7 @@ struct FillState {
   int nacol;
   SumColumn *acols;
   Datum *kv;  // per key: the fill row's value
+  bool *kn;   // per key: whether it is NULL
   PlanState *fallback;
   MemoryContext cxt;
   bool started, fellback;
@@ -164,7 +166,10 @@ void FillBegin(CustomScanState *node, EState *estate, int eflags) {
     fs->fatt[k] = static_cast<AttrNumber>(list_nth_int(priv, at++));
     fs->fmax = Max(fs->fmax, fs->fatt[k]);
   }
+  fs->nsafe = static_cast<bool *>(palloc0(fs->nkeys + 1));
+  for (int k = 0; k < fs->nkeys; k++) fs->nsafe[k] = list_nth_int(priv, at++) != 0;
   fs->kv = static_cast<Datum *>(palloc0(sizeof(Datum) * (fs->nkeys + 1)));
+  fs->kn = static_cast<bool *>(palloc0(fs->nkeys + 1));
   fs->sum = list_nth_int(priv, at++) != 0;
   fs->narms = list_nth_int(priv, at++);
   fs->arms = static_cast<Arm *>(palloc0(sizeof(Arm) * fs->narms));
@@ -298,11 +303,11 @@ TupleTableSlot *Through(SubqueryScanState *sq, const AttrNumber *picked, TupleTa
 // The row of the arm's group that the fill row's keys (kv, kn per key of t)
 // find, as the arm's plan returns it (through its Subquery Scan), or
 // nullptr where it has no such group.
-TupleTableSlot *ArmRow(Arm *arm, const Datum *kv) {
+TupleTableSlot *ArmRow(Arm *arm, const Datum *kv, const bool *kn) {
   State *st = arm->node;
   for (int g = 0; g < st->ng; g++) {
     arm->kv[st->gside[g]][st->gpos[g]] = kv[arm->key[g]];
-    arm->kn[st->gside[g]][st->gpos[g]] = false;
+    arm->kn[st->gside[g]][st->gpos[g]] = kn[arm->key[g]];
   }
   int32 ida = SideId(arm, 0), idb = ida < 0 ? -1 : SideId(arm, 1);
   int32 at = idb < 0 ? -1 : FindGroup(arm, static_cast<uint32>(ida), static_cast<uint32>(idb));
@@ -323,13 +328,13 @@ inline Datum ArmValue(const Arm *arm, TupleTableSlot *t, AttrNumber c, bool *isn
 // key from the first arm that has the group, each sum(float8) over the arms
 // in the Append's order, as the aggregate adds its input rows (float8pl,
 // NULLs skipped; its errors); nullptr where no arm has it.
-TupleTableSlot *SumRow(FillState *fs, const Datum *kv) {
+TupleTableSlot *SumRow(FillState *fs, const Datum *kv, const bool *kn) {
   TupleTableSlot *r = fs->aslot;
   ExecClearTuple(r);
   bool any = false;
   for (int a = 0; a < fs->narms; a++) {
     Arm *arm = &fs->arms[a];
-    TupleTableSlot *t = ArmRow(arm, kv);
+    TupleTableSlot *t = ArmRow(arm, kv, kn);
     if (!t) continue;
     for (int c = 0; c < fs->nacol; c++) {
       bool isnull;
@@ -376,6 +381,7 @@ TupleTableSlot *FillExec(CustomScanState *node) {
   }
   PlanState *fill = static_cast<PlanState *>(lsecond(node->custom_ps));
   Datum *kv = fs->kv;
+  bool *kn = fs->kn;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     TupleTableSlot *f = ExecProcNode(fill);
@@ -385,17 +391,18 @@ TupleTableSlot *FillExec(CustomScanState *node) {
     bool null = false;
     for (int k = 0; k < fs->nkeys && !null; k++) {
       int a = fs->fatt[k] - 1;
-      null = f->tts_isnull[a];  // (= is false for it: no group)
-      kv[k] = f->tts_values[a];
+      kn[k] = f->tts_isnull[a];
+      null = kn[k] && !fs->nsafe[k];  // (= is false for it: no group; NULL-safe, the NULL group)
+      kv[k] = kn[k] ? 0 : f->tts_values[a];
     }
     if (null) continue;
     TupleTableSlot *t;
     const AttrNumber *tmap;
     if (fs->sum) {
-      t = SumRow(fs, kv);
+      t = SumRow(fs, kv, kn);
       tmap = fs->ttmap;
     } else {
-      t = ArmRow(&fs->arms[0], kv);
+      t = ArmRow(&fs->arms[0], kv, kn);
       tmap = fs->arms[0].tmap;
     }
     if (!t) continue;
@@ -451,6 +458,9 @@ void FillReScan(CustomScanState *node) {
 void FillExplain(CustomScanState *node, List *, ExplainState *es) {
   FillState *fs = reinterpret_cast<FillState *>(node);
   ExplainPropertyInteger("Fill Keys", nullptr, fs->nkeys, es);
+  int nsafe = 0;
+  for (int k = 0; k < fs->nkeys; k++) nsafe += fs->nsafe[k] ? 1 : 0;
+  if (nsafe > 0) ExplainPropertyInteger("Null-Safe Keys", nullptr, nsafe, es);
   if (fs->sum) ExplainPropertyInteger("Summed Contractions", nullptr, fs->narms, es);
   if (!es->analyze) return;
   if (fs->fellback) {

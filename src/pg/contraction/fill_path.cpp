@@ -45,6 +45,7 @@ struct FillPath {
   CustomPath path;
   List *clauses;    // RestrictInfos: the join's but those its lookup tests, checked on each row it finds
   List *fill_vars;  // Var per key of t
+  List *null_safe;  // IntList per key of t: 1 where NULL finds the NULL group (NullSafeVar)
   List *arm_keys;   // (Target)
   bool sum;
 };
@@ -192,13 +193,44 @@ bool SummedNodes(Path *p, RelOptInfo *t, Target *tg) {
   return true;
 }
 
+// The integer column v of `COALESCE(CAST(v AS int8), c)`, c a bigint that
+// no int2 or int4 value equals: ddx's programs join a key that may be NULL
+// so (NullSafeKey, src/core/keys_sql.cpp), one hashable equality that holds
+// for two NULLs. With *eq the key's own equality (int4eq, int2eq): for two
+// such expressions, int8eq holds exactly where v's equality does or both
+// are NULL. nullptr for any other expression.
+Var *NullSafeVar(Node *n, Oid *eq) {
+  if (!n || !IsA(n, CoalesceExpr) || list_length(castNode(CoalesceExpr, n)->args) != 2) return nullptr;
+  List *args = castNode(CoalesceExpr, n)->args;
+  Node *cast = static_cast<Node *>(linitial(args)), *c = static_cast<Node *>(lsecond(args));
+  if (!IsA(cast, FuncExpr) || list_length(castNode(FuncExpr, cast)->args) != 1 || !IsA(c, Const)) return nullptr;
+  Oid fn = castNode(FuncExpr, cast)->funcid;
+  Node *v = static_cast<Node *>(linitial(castNode(FuncExpr, cast)->args));
+  Const *k = castNode(Const, c);
+  if (!IsA(v, Var) || k->consttype != INT8OID || k->constisnull) return nullptr;
+  int64 value = DatumGetInt64(k->constvalue);
+  if (value >= PG_INT32_MIN && value <= PG_INT32_MAX) return nullptr;
+  Oid type = exprType(v);
+  if (fn == F_INT8_INT4 && type == INT4OID)
+    *eq = F_INT4EQ;
+  else if (fn == F_INT8_INT2 && type == INT2OID)
+    *eq = F_INT2EQ;
+  else
+    return nullptr;
+  return castNode(Var, v);
+}
+
 // Per key of t, the fill's Var that a clause of the join equates with it,
 // by the key's own equality (its function and collation, the Var of its
 // type: the fill's values are looked up in the node's key tables, hashed
-// and compared as the node's own keys are); nullptr where one has none.
-// Those clauses into *used: a row's lookup is their test.
-Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Target &tg, List **used) {
+// and compared as the node's own keys are), or NULL-safely by ddx's
+// programs' integer form (NullSafeVar: *null_safe[k], a NULL then finds the
+// NULL group, as it joins it); nullptr where one has none. Those clauses
+// into *used: a row's lookup is their test.
+Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Target &tg, List **used,
+                bool **null_safe) {
   Var **bound = static_cast<Var **>(palloc0(sizeof(Var *) * (tg.nkeys + 1)));
+  *null_safe = static_cast<bool *>(palloc0(tg.nkeys + 1));
   int natts = list_length(t->subroot->processed_tlist);
   ListCell *lc;
   foreach (lc, restrictlist) {
@@ -206,7 +238,17 @@ Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Targe
     if (!IsA(ri->clause, OpExpr) || list_length(castNode(OpExpr, ri->clause)->args) != 2) continue;
     OpExpr *op = castNode(OpExpr, ri->clause);
     Node *l = static_cast<Node *>(linitial(op->args)), *r = static_cast<Node *>(lsecond(op->args));
-    if (!IsA(l, Var) || !IsA(r, Var)) continue;
+    Oid eq = get_opcode(op->opno), leq = InvalidOid, req = InvalidOid;
+    bool safe = false;
+    if (!IsA(l, Var) || !IsA(r, Var)) {
+      // (both sides NULL-safe integer keys of one type, by int8eq)
+      Var *lv = NullSafeVar(l, &leq), *rv = NullSafeVar(r, &req);
+      if (!lv || !rv || leq != req || eq != F_INT8EQ) continue;
+      l = reinterpret_cast<Node *>(lv);
+      r = reinterpret_cast<Node *>(rv);
+      eq = leq;
+      safe = true;
+    }
     Var *tv = castNode(Var, l), *fv = castNode(Var, r);
     if (static_cast<Index>(tv->varno) != t->relid) std::swap(tv, fv);
     if (static_cast<Index>(tv->varno) != t->relid || !bms_is_member(fv->varno, fill->relids) || tv->varlevelsup ||
@@ -214,10 +256,12 @@ Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Targe
       continue;
     int k = tg.key_of_att[tv->varattno];
     if (k < 0 || bound[k]) continue;
-    if (get_opcode(op->opno) != tg.eq[k] || exprType(reinterpret_cast<Node *>(fv)) != tg.type[k] ||
-        op->inputcollid != tg.coll[k])
+    // (int4eq and int2eq ignore collation: the NULL-safe form's int8eq has none)
+    if (eq != tg.eq[k] || exprType(reinterpret_cast<Node *>(fv)) != tg.type[k] ||
+        exprType(reinterpret_cast<Node *>(tv)) != tg.type[k] || (!safe && op->inputcollid != tg.coll[k]))
       continue;
     bound[k] = fv;
+    (*null_safe)[k] = safe;
     *used = lappend(*used, ri);
   }
   return bound;
@@ -271,11 +315,13 @@ void TryFill(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *fill, RelOptInf
   foreach (lc, extra->restrictlist)
     if (lfirst_node(RestrictInfo, lc)->pseudoconstant) return;
   List *used = NIL;
-  Var **bound = BoundKeys(t, fill, extra->restrictlist, tg, &used);
-  List *fill_vars = NIL;
+  bool *null_safe;
+  Var **bound = BoundKeys(t, fill, extra->restrictlist, tg, &used, &null_safe);
+  List *fill_vars = NIL, *safe = NIL;
   for (int k = 0; k < tg.nkeys; k++) {
     if (!bound[k]) return;
     fill_vars = lappend(fill_vars, bound[k]);
+    safe = lappend_int(safe, null_safe[k] ? 1 : 0);
   }
   Path *fb = Fallback(joinrel);
   if (!fb) return;
@@ -313,6 +359,7 @@ void TryFill(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *fill, RelOptInf
   cp->methods = &kFillPathMethods;
   node->clauses = list_difference_ptr(extra->restrictlist, used);
   node->fill_vars = fill_vars;
+  node->null_safe = safe;
   node->arm_keys = tg.arm_keys;
   node->sum = tg.sum;
   elog(DEBUG1, "ddx fill considered: cost %.1f against %.1f", cp->path.total_cost, fb->total_cost);
@@ -332,7 +379,8 @@ void FillJoinPaths(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 // columns, then the fill's (as their plans give them); the join's clauses
 // but those the lookup tests as the node's condition over it; in
 // custom_private (integers): t's width, its keys' count, each key's column
-// of the fill, 1 where t is a sum (else 0), the arms' count, per arm per
+// of the fill, each key's 1 where it is NULL-safe (else 0), 1 where t is a
+// sum (else 0), the arms' count, per arm per
 // group key of its node the key of t it is, each scan column's of the
 // fallback.
 Plan *PlanFill(PlannerInfo *, RelOptInfo *, CustomPath *best, List *tlist, List *, List *custom_plans) {
@@ -362,6 +410,7 @@ Plan *PlanFill(PlannerInfo *, RelOptInfo *, CustomPath *best, List *tlist, List 
     if (!te) elog(ERROR, "ddx fill: a key column is missing from the fill's target list");
     priv = lappend_int(priv, te->resno);
   }
+  priv = list_concat(priv, path->null_safe);
   // whether t is a sum; its arms, each with the key of t of each group key
   priv = lappend_int(priv, path->sum ? 1 : 0);
   priv = lappend_int(priv, list_length(path->arm_keys));

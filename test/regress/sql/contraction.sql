@@ -1136,3 +1136,46 @@ BEGIN
 END $$;
 RESET ddx.contraction;
 SELECT same_answer((SELECT q FROM second_layer));
+
+-- Joined back NULL-safely, as ddx's programs join a key that may be NULL:
+-- COALESCE(CAST(k AS int8), 4294967296) on both sides, a bigint no integer
+-- equals (src/core/keys_sql.cpp, NullSafeKey). The fill looks a NULL key up
+-- as the NULL group (ca's row (NULL, 2) makes groups (NULL, j); cf has
+-- (NULL, 'j1')); the same rows as PostgreSQL's plan and as the node with
+-- PostgreSQL's join, of one node and of a sum of nodes. With a stand-in an
+-- integer can equal (0), it is no NULL-safe key: PostgreSQL's join.
+CREATE FUNCTION fill_lines(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    IF line ~ 'ddx|Fill|Null-Safe|Hash' THEN RETURN NEXT regexp_replace(line, 'rows=(\d+)\.00 ', 'rows=\1 ', 'g'); END IF;
+  END LOOP;
+END $$;
+SET ddx.contraction = 'all';
+SELECT fill_lines($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v
+    FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+SELECT fill_lines($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v
+    FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 0) = COALESCE(CAST(t.i AS int8), 0) AND f.j = t.j$$);
+RESET ddx.contraction;
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v
+    FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+SELECT count(*) AS null_key_rows FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v
+    FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j
+  WHERE f.i IS NULL;
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v
+    FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 0) = COALESCE(CAST(t.i AS int8), 0) AND f.j = t.j$$);
+SELECT same_as_unfilled($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) AS v FROM (
+    SELECT ca.i, cb.j, sum(ca.val * cb.val) AS v FROM ca JOIN cb ON ca.k = cb.k GROUP BY ca.i, cb.j UNION ALL
+    SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
+    GROUP BY u.i, u.j) t
+    JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);

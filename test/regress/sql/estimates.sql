@@ -90,7 +90,8 @@ RESET ddx.contraction;
 -- In a program: a matmul's backward. z's cotangent (per i, k) joined to t
 -- (per i, j) on i and grouped by (j, k): w's gradient, the contraction
 -- node's 16 × 8 groups, estimated so (without the keys' statistics, at a
--- default share of its pairs).
+-- default share of its pairs). (A node's actual count is its groups: under
+-- Custom Scan (ddx fill), which joins them back to w, it forms no row.)
 CREATE TABLE w (j int, k int, val float8);
 INSERT INTO w SELECT j, k, ((j * 5 + k) % 7 - 3) / 8.0 FROM generate_series(1, 16) j, generate_series(1, 8) k;
 ANALYZE w;
@@ -104,7 +105,7 @@ BEGIN
   RETURN QUERY WITH RECURSIVE n(p) AS (SELECT plan->0->'Plan' UNION ALL
                                        SELECT c FROM n, json_array_elements(n.p->'Plans') c)
     SELECT p->>'Node Type' || coalesce(' ' || (p->>'Custom Plan Provider'), ''), (p->>'Plan Rows')::float8,
-           (p->>'Actual Rows')::float8
+           coalesce((p->>'Groups')::float8, (p->>'Actual Rows')::float8)
       FROM n;
 END $f$;
 SET ddx.contraction = programs;
