@@ -5,7 +5,8 @@
 
 Fetches the program behind the gradient statement (EXPLAIN VERBOSE shows it),
 then times its prefixes: the first k steps, each forced to run by counting its
-rows, for every k, interleaved round-robin under the runner's settings. A
+rows, for every k, interleaved round-robin under the runner's settings
+(ddx.in_program included: the contraction node and the programs' estimates). A
 step's cost is the growth of the median from the prefix before it. EXPLAIN
 ANALYZE's per-node timing inflates big joins several-fold on this machine;
 this does not, but its figures are still medians of a noisy machine: use 5+
@@ -37,7 +38,9 @@ def main():
     conn = psycopg2.connect(dbname=db)
     conn.autocommit = True
     cur = conn.cursor()
-    cur.execute(f"SET search_path = {path}; {RUNNER}")
+    # (ddx.in_program as the runner sets it: the contraction node and the
+    # CTE key statistics of programs, under ddx.contraction's default)
+    cur.execute(f"SET search_path = {path}; {RUNNER}; SET ddx.in_program = on")
     medians = round_robin(cur, queries, repeats)
     prev = 0.0
     print(f"{'step':<8} {'prefix ms':>10} {'step ms':>8}   (median of {repeats})")
