@@ -227,8 +227,7 @@ Var *NullSafeVar(Node *n, Oid *eq) {
 // programs' integer form (NullSafeVar: *null_safe[k], a NULL then finds the
 // NULL group, as it joins it); nullptr where one has none. Those clauses
 // into *used: a row's lookup is their test.
-Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Target &tg, List **used,
-                bool **null_safe) {
+Var **BoundKeys(RelOptInfo *t, RelOptInfo *fill, List *restrictlist, const Target &tg, List **used, bool **null_safe) {
   Var **bound = static_cast<Var **>(palloc0(sizeof(Var *) * (tg.nkeys + 1)));
   *null_safe = static_cast<bool *>(palloc0(tg.nkeys + 1));
   int natts = list_length(t->subroot->processed_tlist);

@@ -289,8 +289,6 @@ Refusal GroupingFits(const Query *parse, const GroupPathExtraData *gx, bool sets
   return kFits;
 }
 
-// The first split of the join whose plan the node can compute, with the
-// plan in *plan, in the split's order; or null.
 // The plan over split x, in *plan, or why it does not fit (a side without
 // an unparameterized path, or ShapeOf's refusal).
 Refusal SplitFits(PlannerInfo *root, const Split *x, PathTarget *target, ContractionPlan *plan) {

@@ -29,12 +29,13 @@
 // user's loss over a chain of CTEs is a program's shape, planned by
 // PostgreSQL on its estimates of one or two rows a CTE into nested loops
 // over what are thousands (the GPT's loss at the demo's size: 754 ms with
-// the node and PostgreSQL's estimates, 101 with these; bench/RESULTS.md).
+// the node and PostgreSQL's estimates, 103 with these; bench/RESULTS.md).
 // Otherwise a user's own statements keep PostgreSQL's estimates: only
 // estimates change, never a result, but a plan the user has tuned stays
-// as it was. No value of a table
-// reaches the planner this way (no most-common values, no histogram), so
-// the statistics' privilege test (acl_ok) has nothing to protect.
+// as it was. No value of a table reaches the planner this way (no
+// most-common values, no histogram), so the statistics' privilege test
+// (acl_ok) has nothing to protect: a table's number of distinct values is
+// what PostgreSQL's own estimates of a query over it already use.
 #include "internal.h"
 
 #include "ddx/pg/contraction_node.h"
@@ -138,7 +139,9 @@ void FreeStats(HeapTuple tuple) { heap_freetuple(tuple); }
 // number of distinct values as a count and no slots (above).
 bool ProgramColumnStats(PlannerInfo *root, RangeTblEntry *rte, AttrNumber attnum, VariableStatData *vardata) {
   if (prev_stats_hook && prev_stats_hook(root, rte, attnum, vardata)) return true;
-  if (!(InProgram() || ContractionEverywhere()) || attnum <= 0 || !(rte->rtekind == RTE_CTE || rte->rtekind == RTE_SUBQUERY)) return false;
+  if (!(InProgram() || ContractionEverywhere()) || attnum <= 0 ||
+      !(rte->rtekind == RTE_CTE || rte->rtekind == RTE_SUBQUERY))
+    return false;
   // The hook is given the RTE, not its index; a subquery's planned subroot
   // hangs off its RelOptInfo, found by the index.
   Index varno = 0;

@@ -1179,3 +1179,15 @@ SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT u.i, u.j, sum(u.v) A
     SELECT ca.i, cc.j, sum(ca.val * cc.val) AS v FROM ca JOIN cc ON ca.k = cc.k GROUP BY ca.i, cc.j) u
     GROUP BY u.i, u.j) t
     JOIN cf f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+-- (an int2 key so: its cast to int8 is another function)
+CREATE TABLE cas AS SELECT i::int2 AS i, k, val FROM ca;
+CREATE TABLE cfs AS SELECT i::int2 AS i, j, w FROM cf WHERE i IS NULL OR i < 32000;
+ANALYZE cas, cfs;
+SELECT same_answer($$SELECT f.i, f.j, f.w, t.v FROM (SELECT cas.i, cb.j, sum(cas.val * cb.val) AS v
+    FROM cas JOIN cb ON cas.k = cb.k GROUP BY cas.i, cb.j) t
+    JOIN cfs f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+SET ddx.contraction = 'all';
+SELECT fill_lines($$SELECT f.i, f.j, f.w, t.v FROM (SELECT cas.i, cb.j, sum(cas.val * cb.val) AS v
+    FROM cas JOIN cb ON cas.k = cb.k GROUP BY cas.i, cb.j) t
+    JOIN cfs f ON COALESCE(CAST(f.i AS int8), 4294967296) = COALESCE(CAST(t.i AS int8), 4294967296) AND f.j = t.j$$);
+RESET ddx.contraction;
