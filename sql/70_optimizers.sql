@@ -337,6 +337,10 @@ CREATE FUNCTION _ddx.step_plan_put(key text, plan _ddx.step_plan) RETURNS void
 --   A loss or gradient norm that is not finite stops the step (22P01): the
 --   error rolls back its update, so the parameters and the state are those
 --   of the step before.
+--   A NULL loss stops it too (22004): SQL's aggregates give NULL over no
+--   rows, so a batch past the end of the data would otherwise step on a
+--   zero gradient with only weight decay and momentum moving the
+--   parameters, logged but never raised.
 --   The run is locked for the transaction (see _ddx.run_claim); the step is
 --   logged in _ddx.train_log.
 --   The statement runs under its generic plan, planned once per session (as
@@ -545,6 +549,16 @@ BEGIN
                             'parameters and optimizer state are those after step %s.', loss, grad_norm, lr, step - 1),
             HINT = 'Lower the learning rate, clip the gradient (max_grad_norm), or look in the loss for what '
                    'overflows (exp of a large value, a log or a division at zero).';
+  END IF;
+  IF loss IS NULL THEN
+    RAISE EXCEPTION 'step % of training run "%" has a NULL loss', step, run_name
+      USING ERRCODE = '22004',
+            DETAIL = format('The loss query gave NULL (an aggregate over no rows is NULL: a mini-batch past the end '
+                            'of the data, a filter no row passes) or no row; a NULL loss has no gradient to step '
+                            'with. The step was not taken, and the parameters and optimizer state are those after '
+                            'step %s.', step - 1),
+            HINT = 'Check which rows the loss reads at this step (its $1 is the step''s number); where a loss over '
+                   'no rows is meant to be 0, write coalesce(..., 0).';
   END IF;
   INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
     SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c

@@ -2,7 +2,7 @@
 -- inline (_ddx.step_table_sql); an optimizer step's statement under its
 -- generic plan, worked out once per session (_ddx.step_plan); ddx_explain of
 -- programs without a GROUP BY at their end; ddx_train's log_every 0 (no
--- progress NOTICE).
+-- progress NOTICE); an optimizer step refuses a NULL loss (22004).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -233,6 +233,16 @@ BEGIN
                             'parameters and optimizer state are those after step %s.', loss, grad_norm, lr, step - 1),
             HINT = 'Lower the learning rate, clip the gradient (max_grad_norm), or look in the loss for what '
                    'overflows (exp of a large value, a log or a division at zero).';
+  END IF;
+  IF loss IS NULL THEN
+    RAISE EXCEPTION 'step % of training run "%" has a NULL loss', step, run_name
+      USING ERRCODE = '22004',
+            DETAIL = format('The loss query gave NULL (an aggregate over no rows is NULL: a mini-batch past the end '
+                            'of the data, a filter no row passes) or no row; a NULL loss has no gradient to step '
+                            'with. The step was not taken, and the parameters and optimizer state are those after '
+                            'step %s.', step - 1),
+            HINT = 'Check which rows the loss reads at this step (its $1 is the step''s number); where a loss over '
+                   'no rows is meant to be 0, write coalesce(..., 0).';
   END IF;
   INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
     SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c

@@ -119,6 +119,29 @@ SELECT b.f, b.val = c.val AS same FROM wb b JOIN wc c USING (f) ORDER BY 1;
 SELECT (SELECT array_agg(s ORDER BY s.key) FROM ddx_state('guards.wb.val', 'wb.val') s)::text =
        (SELECT array_agg(s ORDER BY s.key) FROM ddx_state('guards.wc.val', 'wc.val') s)::text AS same_state;
 
+-- A NULL loss stops the run too (22004): step 13 reads a batch past the
+-- data's 12 samples, whose avg is NULL; without the refusal it would step
+-- on a zero gradient, weight decay and momentum moving the parameters. The
+-- run stays at step 12, as a copy trained 12 steps.
+CREATE TABLE wn (f int PRIMARY KEY, val float8);
+INSERT INTO wn SELECT f, 0.1 * f FROM generate_series(1, 3) f;
+CREATE TABLE wm (f int PRIMARY KEY, val float8);
+INSERT INTO wm SELECT f, val FROM wn;
+CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * wn.val) AS z FROM x JOIN wn ON x.f = wn.f WHERE x.s = $1 GROUP BY x.s)
+                 SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$, ARRAY['wn.val'], 14, 'c');
+\echo :LAST_ERROR_SQLSTATE
+CALL ddx_train($$WITH z AS (SELECT x.s, sum(x.val * wm.val) AS z FROM x JOIN wm ON x.f = wm.f WHERE x.s = $1 GROUP BY x.s)
+                 SELECT avg(power(z.z - y.val, 2)) FROM z JOIN y ON y.s = z.s$$, ARRAY['wm.val'], 12, 'c');
+SELECT name, step FROM ddx_runs WHERE name IN ('guards.wn.val', 'guards.wm.val') ORDER BY 1;
+SELECT count(*) AS logged, count(loss) AS with_loss FROM ddx_train_log WHERE run = 'guards.wn.val';
+SELECT n.f, n.val = m.val AS same FROM wn n JOIN wm m USING (f) ORDER BY 1;
+SELECT (SELECT array_agg(s ORDER BY s.key) FROM ddx_state('guards.wn.val', 'wn.val') s)::text =
+       (SELECT array_agg(s ORDER BY s.key) FROM ddx_state('guards.wm.val', 'wm.val') s)::text AS same_state;
+-- and a step function's, in the caller's transaction
+SELECT ddx_adamw_step('SELECT avg(val) FROM w WHERE f > 10', ARRAY['w.val'], 0.01, state_name => 'g');
+\echo :LAST_ERROR_SQLSTATE
+SELECT unchanged() AS unchanged;
+
 -- 5. ddx_gradcheck of a training loss that reads $1: the step to bind
 SELECT rows_checked, max_rel_error < 1e-6 AS ok
   FROM ddx_gradcheck($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f WHERE x.s % 3 = $1 % 3
