@@ -352,11 +352,16 @@ CREATE FUNCTION _ddx.step_plan_put(key text, plan _ddx.step_plan) RETURNS void
 -- database with Citus, which cannot plan a distributed statement whose
 -- parameters are unbound ("could not create distributed plan"). plan_cache_mode is set for the
 -- EXECUTE alone and put back after it (an error undoes it with the block).
+--   The settings reach the prepared statement as literals (EXECUTE of a
+-- prepared statement takes no parameters of its own), written under
+-- extra_float_digits = 3, the shortest text that reads back to the same
+-- float8: under a session's extra_float_digits of -15 the rate 0.0123 was
+-- written 0.01 and beta2 0.999 was written 1 (a division by zero).
 CREATE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params text[], lr float8, beta1 float8, beta2 float8,
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
 DECLARE
   tabs _ddx.param_table[];
   kept _ddx.param_table[] := '{}';

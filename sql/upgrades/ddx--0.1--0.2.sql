@@ -2,7 +2,8 @@
 -- inline (_ddx.step_table_sql); an optimizer step's statement under its
 -- generic plan, worked out once per session (_ddx.step_plan); ddx_explain of
 -- programs without a GROUP BY at their end; ddx_train's log_every 0 (no
--- progress NOTICE); an optimizer step refuses a NULL loss (22004).
+-- progress NOTICE); an optimizer step refuses a NULL loss (22004) and writes
+-- its settings exactly whatever extra_float_digits is.
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -40,7 +41,7 @@ CREATE OR REPLACE FUNCTION _ddx.optimizer_step(opt text, loss_sql text, params t
                                    eps float8, weight_decay float8, no_decay text[], max_grad_norm float8,
                                    momentum float8, dampening float8, nesterov boolean, run_name text,
                                    OUT step int, OUT grad_norm float8, OUT lr_used float8, OUT loss float8)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET extra_float_digits = 3 AS $$
 DECLARE
   tabs _ddx.param_table[];
   kept _ddx.param_table[] := '{}';

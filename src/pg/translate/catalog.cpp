@@ -2,6 +2,12 @@
 // (see internal.h).
 #include "internal.h"
 
+extern "C" {
+#include "miscadmin.h"
+#include "utils/float.h"
+#include "utils/guc.h"
+}
+
 namespace ddx::pg {
 
 std::string TypeSql(Oid typid, int32 typmod) {
@@ -140,6 +146,16 @@ const char *RuleOf(const std::string &internal) {
   return "";
 }
 
+// A constant of the loss as the literal the program is printed with. The
+// type's output function writes under the session's settings, and a float's
+// digits are extra_float_digits's: at -15 the loss's '0.123456789'::float8
+// was printed 0.1, and the gradient was that of another loss, without a
+// word. So the output is written as postgres_fdw writes what another server
+// reads back (deparse.c, set_transmission_modes): floats exact
+// (extra_float_digits 3: the shortest text that reads back to the same
+// value), dates ISO (read back alike under every DateStyle, a timestamptz
+// with its offset), intervals in postgres style, each set for the call only
+// (GUC_ACTION_SAVE, undone by AtEOXact_GUC, or by the abort of an error).
 std::string ConstSql(Const *c) {
   std::string type = TypeSql(c->consttype, c->consttypmod);
   if (c->constisnull) return "NULL::" + type;
@@ -147,7 +163,16 @@ std::string ConstSql(Const *c) {
     Oid out;
     bool varlena;
     getTypeOutputInfo(c->consttype, &out, &varlena);
-    return quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue));
+    int nest = NewGUCNestLevel();
+    if (DateStyle != USE_ISO_DATES)
+      (void)set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    if (IntervalStyle != INTSTYLE_POSTGRES)
+      (void)set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    if (extra_float_digits < 3)
+      (void)set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    char *text = OidOutputFunctionCall(out, c->constvalue);
+    AtEOXact_GUC(true, nest);
+    return quote_literal_cstr(text);
   }));
   return "(" + lit + "::" + type + ")";
 }

@@ -86,3 +86,22 @@ BEGIN;
 UPDATE w SET val = 1;
 SELECT f, grad('sq', val) FROM w ORDER BY f;
 ROLLBACK;
+-- the session's output settings do not change the derivative: the loss's
+-- constants reach the program exactly (they were printed with the
+-- session's extra_float_digits: at -15, 0.123456789 became 0.1)
+SET extra_float_digits = -15;
+SET DateStyle = 'SQL, DMY';
+SET IntervalStyle = 'sql_standard';
+WITH loss AS (SELECT sum(val * '0.123456789'::float8) AS l FROM w)
+SELECT f, grad('loss', val) = '0.123456789'::float8 AS exact FROM w ORDER BY f;
+WITH loss AS (SELECT sum(val * '0.123456789'::float4) AS l FROM w)
+SELECT f, grad('loss', val) = '0.123456789'::float4::float8 AS exact FROM w ORDER BY f;
+WITH loss AS (SELECT sum(w.val * v.x) AS l FROM w, (VALUES ('2.718281828459045'::float8)) v(x))
+SELECT f, grad('loss', val) = '2.718281828459045'::float8 AS exact FROM w ORDER BY f;
+WITH loss AS (SELECT sum(val * extract(day FROM '07/12/2026'::date) * extract(epoch FROM '-1 2:00:00'::interval)) AS l
+              FROM w)
+SELECT f, grad('loss', val) = 7 * -93600 AS exact FROM w ORDER BY f;
+SHOW extra_float_digits;
+RESET extra_float_digits;
+RESET DateStyle;
+RESET IntervalStyle;

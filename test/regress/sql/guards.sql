@@ -142,6 +142,20 @@ SELECT ddx_adamw_step('SELECT avg(val) FROM w WHERE f > 10', ARRAY['w.val'], 0.0
 \echo :LAST_ERROR_SQLSTATE
 SELECT unchanged() AS unchanged;
 
+-- A session's extra_float_digits does not change a step's settings: they
+-- reach the step's statement as exact literals (at -15 the rate 0.0123456
+-- was written 0.01, and beta2's 0.999 1: a division by zero). The same step
+-- of a copy under the default is the oracle.
+CREATE TABLE we (f int PRIMARY KEY, val float8);
+INSERT INTO we SELECT f, 0.1 * f FROM generate_series(1, 3) f;
+CREATE TABLE wd (f int PRIMARY KEY, val float8);
+INSERT INTO wd SELECT f, val FROM we;
+SELECT step FROM ddx_adamw_step('SELECT sum(power(val - 1, 2)) FROM wd', ARRAY['wd.val'], 0.0123456);
+SET extra_float_digits = -15;
+SELECT step FROM ddx_adamw_step('SELECT sum(power(val - 1, 2)) FROM we', ARRAY['we.val'], 0.0123456);
+RESET extra_float_digits;
+SELECT e.f, e.val = d.val AS same, e.val <> 0.1 * e.f AS moved FROM we e JOIN wd d USING (f) ORDER BY 1;
+
 -- 5. ddx_gradcheck of a training loss that reads $1: the step to bind
 SELECT rows_checked, max_rel_error < 1e-6 AS ok
   FROM ddx_gradcheck($$WITH z AS (SELECT x.s, sum(x.val * w.val) AS z FROM x JOIN w ON x.f = w.f WHERE x.s % 3 = $1 % 3
