@@ -151,10 +151,10 @@ int ProgramSettings() {
 //   Up to, not all or nothing: glibc trims the top of the heap down to
 // M_TOP_PAD once more than M_TRIM_THRESHOLD is free, and M_TOP_PAD was
 // glibc's 128 kB, so a program that used more than ddx.retain_memory kept
-// nothing. The GPT of 2 layers, 4 heads, 64 wide, context 32, batch 8 with
-// work_mem = 64MB (its CTEs in memory: ~370 MB at peak) faulted in ~270 MB
-// at every execution, its gradient 1.6x as long as with the default
-// work_mem. With M_TOP_PAD at the same size, a trim keeps that much. Where
+// nothing: a larger GPT under a work_mem that kept its CTEs in memory
+// faulted most of it in again at every execution (bench/RESULTS.md, "Users'
+// memory settings and freed memory"). With M_TOP_PAD at the same size, a
+// trim keeps that much. Where
 // the heap grows, glibc asks the kernel for M_TOP_PAD more than it needs at
 // once: address space, not memory, until it is touched (under
 // vm.overcommit_memory = 2 it is counted against the commit limit).
