@@ -152,10 +152,12 @@ const char *RuleOf(const std::string &internal) {
 // was printed 0.1, and the gradient was that of another loss, without a
 // word. So the output is written as postgres_fdw writes what another server
 // reads back (deparse.c, set_transmission_modes): floats exact
-// (extra_float_digits 3: the shortest text that reads back to the same
-// value), dates ISO (read back alike under every DateStyle, a timestamptz
-// with its offset), intervals in postgres style, each set for the call only
-// (GUC_ACTION_SAVE, undone by AtEOXact_GUC, or by the abort of an error).
+// (a positive extra_float_digits: since PostgreSQL 12 the shortest text
+// that reads back to the same value), dates ISO (read back alike under
+// every DateStyle, a timestamptz with its offset), intervals in postgres
+// style, each set for the call only (GUC_ACTION_SAVE, undone by
+// AtEOXact_GUC, or by the abort of an error) and only where the session's
+// differs: the defaults need none, and AtEOXact_GUC walks every setting.
 std::string ConstSql(Const *c) {
   std::string type = TypeSql(c->consttype, c->consttypmod);
   if (c->constisnull) return "NULL::" + type;
@@ -163,13 +165,15 @@ std::string ConstSql(Const *c) {
     Oid out;
     bool varlena;
     getTypeOutputInfo(c->consttype, &out, &varlena);
+    bool iso = DateStyle == USE_ISO_DATES, postgres = IntervalStyle == INTSTYLE_POSTGRES,
+         exact = extra_float_digits > 0;
+    if (iso && postgres && exact) return quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue));
     int nest = NewGUCNestLevel();
-    if (DateStyle != USE_ISO_DATES)
-      (void)set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-    if (IntervalStyle != INTSTYLE_POSTGRES)
+    if (!iso) (void)set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    if (!postgres)
       (void)set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-    if (extra_float_digits < 3)
-      (void)set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    if (!exact)
+      (void)set_config_option("extra_float_digits", "1", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
     char *text = OidOutputFunctionCall(out, c->constvalue);
     AtEOXact_GUC(true, nest);
     return quote_literal_cstr(text);
