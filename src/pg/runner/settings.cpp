@@ -154,10 +154,10 @@ int ProgramSettings() {
 // nothing: a larger GPT under a work_mem that kept its CTEs in memory
 // faulted most of it in again at every execution (bench/RESULTS.md, "Users'
 // memory settings and freed memory"). With M_TOP_PAD at the same size, a
-// trim keeps that much. Where
-// the heap grows, glibc asks the kernel for M_TOP_PAD more than it needs at
-// once: address space, not memory, until it is touched (under
-// vm.overcommit_memory = 2 it is counted against the commit limit).
+// trim keeps that much. Where the heap grows, glibc asks the kernel for
+// M_TOP_PAD more than it needs at once: address space, not memory, until it
+// is touched (under vm.overcommit_memory = 2 it is counted against the
+// commit limit).
 void RetainMemory() {
 #ifdef __GLIBC__
   static int applied = -1;  // kB; -1: glibc's own policy
