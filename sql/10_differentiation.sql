@@ -74,6 +74,9 @@ CREATE FUNCTION _ddx.run_lock(run_key int, session boolean) RETURNS boolean
   AS 'MODULE_PATHNAME', 'ddx_run_lock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION _ddx.run_unlock(run_key int) RETURNS void
   AS 'MODULE_PATHNAME', 'ddx_run_unlock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- A step's parameter columns locked (see _ddx.params_lock_or_refuse).
+CREATE FUNCTION _ddx.params_lock(run_key int, tables oid[], cols text[]) RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_params_lock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- The key of run `run_name`'s lock: its name's hash (pg_locks shows it as
 -- objid, classid 1145329665, objsubid 2; two names of one hash share a lock).
 CREATE FUNCTION _ddx.run_key(run_name text) RETURNS int

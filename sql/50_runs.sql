@@ -105,6 +105,49 @@ BEGIN
           HINT = 'Wait until it ends, or train a run of another name (state_name => ...).';
 END $$;
 
+-- Locks the parameter columns a step of run `run_name` moves (kept's), for
+-- the transaction, or for the session where ddx_train holds the run, or
+-- refuses with 55P03 naming the process that steps one of them: two runs
+-- stepping the same parameters at once would each take its steps from values
+-- the other had moved since its gradient (an UPDATE re-reads a row another
+-- transaction changed), a trajectory of neither optimizer, without a word.
+-- Runs on other columns, or other tables, train side by side; one session
+-- may step one column in several runs, one after the other.
+CREATE FUNCTION _ddx.params_lock_or_refuse(run_name text, kept _ddx.param_table[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  tbls oid[];
+  cols text[];
+  failed int;
+  holder int;
+  other text;
+BEGIN
+  SELECT array_agg(x.tbl::oid ORDER BY x.o, c.n), array_agg(c.col::text ORDER BY x.o, c.n) INTO tbls, cols
+    FROM unnest(kept) WITH ORDINALITY AS x(tbl, qtbl, keys, ktypes, cols, specs, decay, o)
+    CROSS JOIN LATERAL unnest(x.cols) WITH ORDINALITY AS c(col, n);
+  IF tbls IS NULL THEN
+    RETURN;
+  END IF;
+  failed := _ddx.params_lock(_ddx.run_key(run_name), tbls, cols);
+  IF failed = 0 THEN
+    RETURN;
+  END IF;
+  SELECT min(k.pid) INTO holder FROM pg_catalog.pg_locks k
+   WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 3 AND k.classid = tbls[failed]
+     AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+     AND k.objid = (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                     WHERE a.attrelid = tbls[failed] AND a.attname = cols[failed])::int4::oid
+     AND k.pid <> pg_catalog.pg_backend_pid();
+  SELECT r.name INTO other FROM @extschema@.ddx_runs r WHERE r.training_pid = holder ORDER BY r.name LIMIT 1;
+  RAISE EXCEPTION 'parameter column %.% is being trained by another session', tbls[failed]::regclass,
+                  quote_ident(cols[failed])
+    USING ERRCODE = '55P03',
+          DETAIL = format('Process %s is stepping it%s. Two runs that step the same parameters at once would each '
+                          'step from values the other had moved since its gradient.', coalesce(holder::text, '(gone)'),
+                          CASE WHEN other IS NOT NULL THEN format(' (training run "%s")', other) ELSE '' END),
+          HINT = 'Wait until it ends, or train a copy of the table (a run of its own on other parameters).';
+END $$;
+
 -- Starts the next step of run `run_name` with optimizer `opt`: creates the
 -- run on its first step, locks it for the transaction, checks that it is an
 -- `opt` run, and returns its id, the number of the step now being taken and

@@ -486,6 +486,8 @@ BEGIN
     -- changed (src/pg/api/step_plan.cpp)
     PERFORM _ddx.step_plan_put(plan_key, ROW(run_name, run_id, run_owner, tabs, kept, sql, prepared)::_ddx.step_plan);
   END IF;
+  -- (its parameter columns too: one session steps them at a time)
+  PERFORM _ddx.params_lock_or_refuse(run_name, kept);
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
   -- and ddx differentiate it, again)

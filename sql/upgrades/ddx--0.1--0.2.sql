@@ -3,7 +3,8 @@
 -- generic plan, worked out once per session (_ddx.step_plan); ddx_explain of
 -- programs without a GROUP BY at their end; ddx_train's log_every 0 (no
 -- progress NOTICE); an optimizer step refuses a NULL loss (22004) and writes
--- its settings exactly whatever extra_float_digits is.
+-- its settings exactly whatever extra_float_digits is; one session steps a
+-- parameter column at a time (_ddx.params_lock_or_refuse).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -22,6 +23,54 @@ CREATE FUNCTION ddx_version(OUT library text, OUT extension text, OUT postgres t
          pg_catalog.current_setting('server_version') $$;
 COMMENT ON FUNCTION ddx_version() IS
   'ddx_version(): the versions of ddx''s loaded library, of its SQL objects (ALTER EXTENSION ddx UPDATE brings them to the library''s) and of PostgreSQL';
+
+-- --- parameter locks ---------------------------------------------------------
+
+-- A step's parameter columns locked (sql/10_differentiation.sql, 50_runs.sql).
+CREATE FUNCTION _ddx.params_lock(run_key int, tables oid[], cols text[]) RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_params_lock' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- Locks the parameter columns a step of run `run_name` moves (kept's), for
+-- the transaction, or for the session where ddx_train holds the run, or
+-- refuses with 55P03 naming the process that steps one of them: two runs
+-- stepping the same parameters at once would each take its steps from values
+-- the other had moved since its gradient (an UPDATE re-reads a row another
+-- transaction changed), a trajectory of neither optimizer, without a word.
+-- Runs on other columns, or other tables, train side by side; one session
+-- may step one column in several runs, one after the other.
+CREATE FUNCTION _ddx.params_lock_or_refuse(run_name text, kept _ddx.param_table[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  tbls oid[];
+  cols text[];
+  failed int;
+  holder int;
+  other text;
+BEGIN
+  SELECT array_agg(x.tbl::oid ORDER BY x.o, c.n), array_agg(c.col::text ORDER BY x.o, c.n) INTO tbls, cols
+    FROM unnest(kept) WITH ORDINALITY AS x(tbl, qtbl, keys, ktypes, cols, specs, decay, o)
+    CROSS JOIN LATERAL unnest(x.cols) WITH ORDINALITY AS c(col, n);
+  IF tbls IS NULL THEN
+    RETURN;
+  END IF;
+  failed := _ddx.params_lock(_ddx.run_key(run_name), tbls, cols);
+  IF failed = 0 THEN
+    RETURN;
+  END IF;
+  SELECT min(k.pid) INTO holder FROM pg_catalog.pg_locks k
+   WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 3 AND k.classid = tbls[failed]
+     AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+     AND k.objid = (SELECT a.attnum FROM pg_catalog.pg_attribute a
+                     WHERE a.attrelid = tbls[failed] AND a.attname = cols[failed])::int4::oid
+     AND k.pid <> pg_catalog.pg_backend_pid();
+  SELECT r.name INTO other FROM @extschema@.ddx_runs r WHERE r.training_pid = holder ORDER BY r.name LIMIT 1;
+  RAISE EXCEPTION 'parameter column %.% is being trained by another session', tbls[failed]::regclass,
+                  quote_ident(cols[failed])
+    USING ERRCODE = '55P03',
+          DETAIL = format('Process %s is stepping it%s. Two runs that step the same parameters at once would each '
+                          'step from values the other had moved since its gradient.', coalesce(holder::text, '(gone)'),
+                          CASE WHEN other IS NOT NULL THEN format(' (training run "%s")', other) ELSE '' END),
+          HINT = 'Wait until it ends, or train a copy of the table (a run of its own on other parameters).';
+END $$;
 
 -- --- optimizer steps ------------------------------------------------------
 
@@ -166,6 +215,8 @@ BEGIN
     -- changed (src/pg/api/step_plan.cpp)
     PERFORM _ddx.step_plan_put(plan_key, ROW(run_name, run_id, run_owner, tabs, kept, sql, prepared)::_ddx.step_plan);
   END IF;
+  -- (its parameter columns too: one session steps them at a time)
+  PERFORM _ddx.params_lock_or_refuse(run_name, kept);
   -- prepared once per session and statement (plans are kept across the
   -- COMMITs of ddx_train; DDL on a table it reads makes PostgreSQL plan it,
   -- and ddx differentiate it, again)

@@ -15,7 +15,8 @@
 - One session trains a run at a time: two CALL ddx_train of one run at once
   end with exactly the steps asked for (the second is refused, 55P03, or
   finds nothing to do), a step on a run another transaction is stepping is
-  refused, ddx_runs shows the training session, its rate and ETA, and a
+  refused, and so is a step of another run on the parameter column another
+  session steps (a run on another table trains beside it), ddx_runs shows the training session, its rate and ETA, and a
   cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
   time, steps/s and ETA.
 - A session keeps what it worked out for a run's step until the catalogs may
@@ -343,11 +344,28 @@ def one_trainer_per_run():
     except psycopg2.Error as e:
         code = e.pgcode
     waited = time.time() - t0
+    # a step of another run on the same parameter column: refused at once,
+    # naming the process that steps it (two optimizers at once would each
+    # step from values the other moved; "held" is new, uncommitted, so no
+    # other session sees its name)
+    # (lock_timeout: without the refusal the step would wait for a's rows)
+    apid = q(a, "SELECT pg_backend_pid()")[0][0]
+    q(b, "SET lock_timeout = '10s'")
+    t0 = time.time()
+    try:
+        q(b, "SELECT ddx_adamw_step(%s, ARRAY['rw.val'], 0.01, state_name => 'other')", (RLOSS.format(w="rw"),))
+        other = None
+    except psycopg2.Error as e:
+        other = (e.pgcode, f"Process {apid} is stepping it" in (e.diag.message_detail or ""))
+    other_waited = time.time() - t0
+    q(b, "RESET lock_timeout")
     q(a, "COMMIT")
     step = q(b, "SELECT step FROM ddx_adamw_step(%s, ARRAY['rw.val'], 0.01, state_name => 'held')",
              (RLOSS.format(w="rw"),))[0][0]
     report("a step on a run another transaction steps is refused at once (55P03), and goes on after",
            code == "55P03" and waited < 5 and step == 2, f"{code} after {waited:.1f} s, then step {step}")
+    report("a step of another run on a parameter column another transaction steps is refused at once (55P03)",
+           other == ("55P03", True) and other_waited < 5, f"{other} after {other_waited:.1f} s")
 
     # ddx_runs shows the session training a run, its rate and ETA; a second
     # CALL is refused; a cancelled CALL leaves the run free
@@ -375,6 +393,16 @@ def one_trainer_per_run():
         second = None
     except psycopg2.Error as e:
         second = e.pgcode
+    # while "long" trains rw.val (locked for the CALL, across its COMMITs):
+    # another run on rw.val is refused, a run on another table trains
+    try:
+        call(b, "rw", 5, "intruder")
+        intruder = None
+    except psycopg2.Error as e:
+        intruder = (e.pgcode, 'training run "long"' in (e.diag.message_detail or ""))
+    init("rw2")
+    call(b, "rw2", 3, "beside")
+    beside = q(b, "SELECT step FROM ddx_runs WHERE name = 'beside'")[0][0]
     q(b, "SELECT pg_cancel_backend(%s)", (pid,))
     t.join(60)
     free = q(b, "SELECT training_pid FROM ddx_runs WHERE name = 'long'")[0][0]
@@ -385,6 +413,12 @@ def one_trainer_per_run():
            seen is not None and seen[0] == pid and seen[1] > 0 and seen[3] == 100000 and second == "55P03" and
            failure == ["57014"] and free is None and after == before + 2,
            f"seen {seen}, second {second}, cancel {failure}, then pid {free}, steps {before} -> {after}")
+    call(b, "rw", 2, "intruder")  # (rw.val is free again)
+    freed = q(b, "SELECT step FROM ddx_runs WHERE name = 'intruder'")[0][0]
+    report("while ddx_train trains a column, another run on it is refused (55P03), a run on another table "
+           "trains, and the column is free after",
+           intruder == ("55P03", True) and beside == 3 and freed == 2,
+           f"intruder {intruder}, beside {beside}, then intruder's step {freed}")
 
     # progress NOTICEs: elapsed time, steps/s, ETA at the first and last step
     # and every log_every; where the CALL cannot commit, a NOTICE says so

@@ -34,6 +34,7 @@ extern "C" {
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -43,6 +44,7 @@ extern "C" {
 #include "parser/parse_func.h"
 #include "storage/lock.h"
 #include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -53,6 +55,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(ddx_forward);
 PG_FUNCTION_INFO_V1(ddx_run_lock);
 PG_FUNCTION_INFO_V1(ddx_run_unlock);
+PG_FUNCTION_INFO_V1(ddx_params_lock);
 PG_FUNCTION_INFO_V1(ddx_nonatomic);
 PG_FUNCTION_INFO_V1(ddx_first_time);
 PG_FUNCTION_INFO_V1(ddx_library_version);
@@ -162,6 +165,38 @@ void RunTag(LOCKTAG *tag, int32 key) {
 List *session_runs = NIL;
 bool callback_registered = false;
 
+// An advisory lock on a parameter column (a table's column that a step
+// moves), keyed (the table's oid, the column's number) in the current
+// database, objsubid 3 in pg_locks (1 and 2 are pg_advisory_lock's): one
+// session steps a parameter column at a time (_ddx.params_lock).
+void ParamTag(LOCKTAG *tag, Oid table, AttrNumber att) {
+  SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, table, static_cast<uint32>(att), 3);
+}
+
+// A parameter column's session lock, taken by a step of a run held for the
+// session (ddx_train's), released with the run's.
+struct ParamLock {
+  int32 run;
+  Oid table;
+  AttrNumber att;
+};
+List *session_params = NIL;  // of ParamLock *, in TopMemoryContext
+
+// Releases the session locks of the parameter columns of run `run` (all
+// runs': all).
+void ReleaseSessionParams(bool all, int32 run) {
+  ListCell *lc;
+  foreach (lc, session_params) {
+    ParamLock *p = static_cast<ParamLock *>(lfirst(lc));
+    if (!all && p->run != run) continue;
+    LOCKTAG tag;
+    ParamTag(&tag, p->table, p->att);
+    (void)LockRelease(&tag, ExclusiveLock, true);
+    pfree(p);
+    session_params = foreach_delete_current(session_params, lc);
+  }
+}
+
 void ReleaseSessionRuns() {
   ListCell *lc;
   foreach (lc, session_runs) {
@@ -171,6 +206,7 @@ void ReleaseSessionRuns() {
   }
   list_free(session_runs);
   session_runs = NIL;
+  ReleaseSessionParams(true, 0);
 }
 
 void AbortReleasesRuns(XactEvent event, void *) {
@@ -306,9 +342,57 @@ Datum ddx_run_lock(PG_FUNCTION_ARGS) {
   PG_RETURN_BOOL(true);
 }
 
-// _ddx.run_unlock(key int): releases the session lock of the run of that key.
+// _ddx.params_lock(run_key int, tables oid[], cols text[]) RETURNS int: takes
+// the lock of each parameter column (tables[i], cols[i]) that a step of the
+// run of that key moves, without waiting: for the transaction, or for the
+// session where the session holds the run (ddx_train: until the run's
+// _ddx.run_unlock or an abort, so that no other session steps them between
+// its steps). 0, or the position of the first column another session holds
+// (the ones before it stay locked until the error that follows ends the
+// transaction). A column this session holds already is granted again.
+Datum ddx_params_lock(PG_FUNCTION_ARGS) {
+  int32 run = PG_GETARG_INT32(0);
+  ArrayType *tables = PG_GETARG_ARRAYTYPE_P(1), *cols = PG_GETARG_ARRAYTYPE_P(2);
+  Datum *tv, *cv;
+  bool *tn, *cn;
+  int nt, nc;
+  deconstruct_array(tables, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &tv, &tn, &nt);
+  deconstruct_array(cols, TEXTOID, -1, false, TYPALIGN_INT, &cv, &cn, &nc);
+  if (nt != nc) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("tables and cols differ in length")));
+  bool session = list_member_int(session_runs, run);
+  for (int i = 0; i < nt; i++) {
+    if (tn[i] || cn[i]) continue;
+    Oid table = DatumGetObjectId(tv[i]);
+    char *name = TextDatumGetCString(cv[i]);
+    AttrNumber att = get_attnum(table, name);
+    pfree(name);
+    if (att == InvalidAttrNumber) continue;
+    bool held = false;
+    ListCell *lc;
+    foreach (lc, session_params) {
+      ParamLock *p = static_cast<ParamLock *>(lfirst(lc));
+      held = held || (p->table == table && p->att == att);
+    }
+    if (held) continue;
+    LOCKTAG tag;
+    ParamTag(&tag, table, att);
+    if (LockAcquire(&tag, ExclusiveLock, session, true) == LOCKACQUIRE_NOT_AVAIL) PG_RETURN_INT32(i + 1);
+    if (session) {
+      ParamLock *p = static_cast<ParamLock *>(MemoryContextAlloc(TopMemoryContext, sizeof(ParamLock)));
+      *p = ParamLock{run, table, att};
+      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+      session_params = lappend(session_params, p);
+      MemoryContextSwitchTo(old);
+    }
+  }
+  PG_RETURN_INT32(0);
+}
+
+// _ddx.run_unlock(key int): releases the session lock of the run of that key
+// (and of the parameter columns its steps took).
 Datum ddx_run_unlock(PG_FUNCTION_ARGS) {
   int32 run_id = PG_GETARG_INT32(0);
+  ReleaseSessionParams(false, run_id);
   ListCell *lc;
   foreach (lc, session_runs) {
     if (lfirst_int(lc) != run_id) continue;
