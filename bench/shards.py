@@ -1,99 +1,102 @@
 #!/usr/bin/python3
-"""What the second core could give a training step: the GPT's gradient over
-its whole batch in one session, against half the batch in each of two
-sessions at once (data parallelism, as PyTorch's DistributedDataParallel
-splits a batch).
+"""What the second core gives a training step: the GPT's gradient and its
+AdamW step under ddx.shards = 1 and 2 (a batch in parts, docs/training.md).
 
     bench/shards.py DB [rounds]
 
-DB has examples/gpt set up (gpt.setup(...), any size; its batch even).
-Three statements, each the gradient of every parameter table (their rows
-by ctid) at batch 1 of gpt.batches: the whole batch, and shards 0 and 1
-(sequences b % 2 = 0 and 1). The loss is the mean cross-entropy of the
-batch's tokens and the shards have as many tokens each, so the whole
-batch's gradient is the mean of the shards': checked first, row by row
-(the largest difference relative to the largest gradient), so that the
-timing compares equal work. Then `rounds` rounds (default 9, after a warm
-one): the whole batch alone, then both shards at once in two sessions
-(wall time of the pair), medians in ms. Nothing is written: the shards'
-gradients are not summed or applied (that is what a sharded step would add).
+DB has examples/gpt set up (gpt.setup(...), any size; its batch even: the
+parts then have as many tokens each, and the mean of their gradients is the
+whole batch's). Two sessions, one with ddx.shards = 1 and one with 2, taken
+in turn:
+
+  gradient  the gradient of every parameter table at batch 1 (bench/gpt.py's
+            statement): first checked equal in both sessions, row by row
+            (the largest difference relative to the largest gradient), then
+            timed for `rounds` rounds (default 9) after a warm one
+  step      `CALL ddx_train` of the demo's AdamW (gpt.train's settings) for
+            10 more steps of a run of its own per session, `rounds` times;
+            the median of its steps' times (ddx_train_log's at, the first
+            step of each CALL left out: it writes the run's row before its
+            gradient, so its parts run in the backend)
+
+Medians in ms, and the ratio of the two sessions'. The session-17 form of
+this script (the halves of the batch in two sessions of their own, no
+ddx.shards) measured the ceiling: RESULTS, "The second core".
 """
 import statistics
 import sys
-import threading
 import time
 
 import psycopg2
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import gpt as G  # noqa: E402
 
 DB = sys.argv[1]
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 9
 
 
-def statements(cur):
-    """For the whole batch and each shard: the gradient rows (checked) and
-    a statement that computes them and returns their sum per table (timed:
-    no rows to the client, as bench/gpt.py times the gradient)."""
+def session(shards):
+    c = psycopg2.connect(dbname=DB)
+    c.autocommit = True
+    cur = c.cursor()
+    cur.execute("SET search_path = gpt, public")
+    cur.execute(f"SET ddx.shards = {shards}")
+    return cur
+
+
+def gradient_rows(cur):
     cur.execute("SELECT gpt.loss_sql(), gpt.params()")
     loss, params = cur.fetchone()
-    batch = "WHERE g.step = $1"
-    if loss.count(batch) != 1:
-        sys.exit("gpt.loss_sql() does not select its batch as bench/shards.py expects: " + batch)
-    tables = [('.'.join(p.split('.')[:2]), p.split('.')[2]) for p in params]
-    rows = " UNION ALL ".join(f"SELECT '{t}.{c}' AS p, t.ctid::text AS k, grad('ddx_loss', t.{c}) AS g FROM {t} t"
-                              for t, c in tables)
-    sums = ", ".join(f"g{i} AS (SELECT sum(grad('ddx_loss', t.{c})) AS g FROM {t} t)"
-                     for i, (t, c) in enumerate(tables))
-    total = " + ".join(f"(SELECT g FROM g{i})" for i in range(len(tables)))
-    out = []
-    for shard in ("", " AND g.b % 2 = 0", " AND g.b % 2 = 1"):
-        head = f"WITH ddx_loss AS ({loss.replace(batch, 'WHERE g.step = 1' + shard)})"
-        out.append((f"{head} {rows}", f"{head}, {sums} SELECT {total}"))
-    return out
+    loss = loss.replace("$1", "1")
+    rows = " UNION ALL ".join(f"SELECT '{p}' AS p, t.ctid::text AS k, grad('ddx_loss', t.{p.split('.')[2]}) AS g "
+                              f"FROM {'.'.join(p.split('.')[:2])} t" for p in params)
+    cur.execute(f"WITH ddx_loss AS ({loss}) {rows}")
+    return {(p, k): g for p, k, g in cur.fetchall()}
 
 
-def run(cur, sql, out=None):
-    cur.execute(sql)
-    rows = cur.fetchall()
-    if out is not None:
-        out.append(rows)
+def steps(cur, run, n):
+    cur.execute("SELECT coalesce(max(step), 0) FROM ddx_train_log WHERE run = %s", (run,))
+    done = cur.fetchone()[0]
+    cur.execute("CALL ddx_train(gpt.loss_sql(), gpt.params(), %s, 'bench_shards_lr', weight_decay => 0.1, "
+                "no_decay => gpt.no_decay(), max_grad_norm => 1.0, beta2 => 0.99, state_name => %s, log_every => 0)",
+                (done + n, run))
+    cur.execute("SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY step)) * 1000 FROM ddx_train_log "
+                "WHERE run = %s AND step > %s ORDER BY step", (run, done))
+    return [r[0] for r in cur.fetchall()][2:]
 
 
 def main():
-    # (a session of its own per statement: the whole batch's statement and a
-    # shard's taken in turn in one session measured 266 ms for the whole
-    # batch against 147 in a session of its own; not understood, since the
-    # runner keeps up to 64 programs' plans per session)
-    conns = [psycopg2.connect(dbname=DB) for _ in range(3)]
-    curs = [c.cursor() for c in conns]
-    for c in conns:
-        c.autocommit = True
-    (rows, whole), (rows0, s0), (rows1, s1) = statements(curs[0])
-    got = []
-    for cur, sql in ((curs[2], rows), (curs[0], rows0), (curs[1], rows1)):
-        run(cur, sql, got)
-    g = [{(p, k): v for p, k, v in rows} for rows in got]
-    if not (g[0].keys() == g[1].keys() == g[2].keys()):
-        sys.exit("the shards' gradients have other rows than the whole batch's")
-    top = max(abs(v) for v in g[0].values())
-    diff = max(abs(v - (g[1][key] + g[2][key]) / 2) for key, v in g[0].items())
-    print(f"{len(g[0])} gradient rows; whole batch against the mean of the shards: "
-          f"max difference {diff:.3g} ({diff / top:.3g} of the largest gradient)")
+    one, two = session(1), session(2)
+    g1, g2 = gradient_rows(one), gradient_rows(two)
+    if g1.keys() != g2.keys():
+        sys.exit("the parts' gradients have other rows than the whole batch's")
+    top = max(abs(v) for v in g1.values())
+    diff = max(abs(v - g2[k]) for k, v in g1.items())
+    print(f"{len(g1)} gradient rows; ddx.shards = 2 against 1: max difference {diff:.3g} "
+          f"({diff / top:.3g} of the largest gradient)")
     if diff > 1e-12 * top:
-        sys.exit("the shards do not add up to the whole batch")
-    alone, pair = [], []
+        sys.exit("the mean of the parts is not the whole batch's gradient")
+    _, stmt = G.gradient_sql(one)
+    t = {1: [], 2: []}
     for r in range(ROUNDS + 1):
-        t = time.perf_counter()
-        run(curs[2], whole)
-        alone.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        th = threading.Thread(target=run, args=(curs[1], s1))
-        th.start()
-        run(curs[0], s0)
-        th.join()
-        pair.append((time.perf_counter() - t) * 1000)
-    a, p = statistics.median(alone[1:]), statistics.median(pair[1:])
-    print(f"whole batch, one session: {a:.1f} ms; its halves in two sessions at once: {p:.1f} ms "
-          f"({p / a:.2f}); medians of {ROUNDS}")
+        for k, cur in ((1, one), (2, two)):
+            t0 = time.perf_counter()
+            cur.execute(stmt)
+            cur.fetchall()
+            t[k].append((time.perf_counter() - t0) * 1000)
+    a, b = statistics.median(t[1][1:]), statistics.median(t[2][1:])
+    print(f"gradient: ddx.shards = 1 {a:.1f} ms, 2 {b:.1f} ms ({b / a:.2f}); medians of {ROUNDS}")
+    one.execute("SELECT ddx_schedule_constant('bench_shards_lr', 1e-3, 100000)")
+    for run in ("bench shards 1", "bench shards 2"):
+        one.execute("SELECT ddx_run_drop(name) FROM ddx_runs WHERE name = %s", (run,))
+    s = {1: [], 2: []}
+    for r in range(ROUNDS):
+        for k, cur in ((1, one), (2, two)):
+            s[k] += steps(cur, f"bench shards {k}", 12)
+    a, b = statistics.median(s[1]), statistics.median(s[2])
+    print(f"AdamW step (ddx_train): ddx.shards = 1 {a:.1f} ms, 2 {b:.1f} ms ({b / a:.2f}); "
+          f"medians of {len(s[1])} steps")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,11 @@ eval "$(scripts/pg.sh env)"
 note "PyTorch oracle tests"
 run_torch 1000
 
+note "the GPT's PyTorch oracle with every gradient in two parts (ddx.shards = 2: a background worker computes one)"
+out=$(PGOPTIONS="-c ddx.shards=2" /usr/bin/python3 test/torch/test_gpt.py 2>&1)
+echo "$out" | tail -3
+tally gpt "$out"
+
 note "again with the contraction node in every query (ddx.contraction = all): pg_regress, soak, PyTorch oracles"
 export PGOPTIONS="-c ddx.contraction=all"
 run_regress regress_node.log

@@ -85,6 +85,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT pg_catalog.hashtext(run_name) 
 CREATE FUNCTION _ddx.nonatomic() RETURNS boolean
   AS 'MODULE_PATHNAME', 'ddx_nonatomic' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Data parallelism (src/pg/runner/shards.cpp): under ddx.shards = N, a
+-- gradient program whose loss keeps ddx_in_shard(key) runs as N parts at
+-- once, part k over the keys with key mod N = k, and its gradients and loss
+-- are the mean of the parts'. Outside such a part: ddx_shard() 0,
+-- ddx_shards() 1, ddx_in_shard() true. PARALLEL RESTRICTED: a parallel
+-- worker of PostgreSQL's would not know the part.
+CREATE FUNCTION ddx_shard() RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_shard' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION ddx_shards() RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_shards' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION _ddx.in_shard_support(internal) RETURNS internal
+  AS 'MODULE_PATHNAME', 'ddx_in_shard_support' LANGUAGE C STRICT;
+CREATE FUNCTION ddx_in_shard(key bigint) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_in_shard' LANGUAGE C STABLE PARALLEL RESTRICTED SUPPORT _ddx.in_shard_support;
+
 -- stop_gradient(x) is x, held constant by the backward pass.
 CREATE FUNCTION stop_gradient(float8) RETURNS float8
   AS 'MODULE_PATHNAME', 'ddx_stop_gradient' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -77,8 +77,15 @@ BEGIN
   -- (locked before it is created: a second session waits on no one's
   -- uncommitted INSERT of a new run)
   PERFORM _ddx.run_lock_or_refuse(run_name, session);
-  INSERT INTO _ddx.run (name, optimizer) VALUES (run_name, opt) ON CONFLICT ON CONSTRAINT run_pkey DO NOTHING;
+  -- (inserted only where the run is not there: an INSERT computes its id,
+  -- a nextval, before it finds the conflict, and a nextval that logs its
+  -- sequence gives the transaction an XID, which a step's gradient must
+  -- run without for ddx.shards: _ddx.run_next_step)
   SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
+  IF i IS NULL THEN
+    INSERT INTO _ddx.run (name, optimizer) VALUES (run_name, opt) ON CONFLICT ON CONSTRAINT run_pkey DO NOTHING;
+    SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
+  END IF;
   IF i IS NULL THEN
     RAISE EXCEPTION 'training run "%" belongs to another role', run_name
       USING ERRCODE = '42501', HINT = 'Give this run another name (state_name => ...).';
@@ -151,7 +158,12 @@ END $$;
 -- Starts the next step of run `run_name` with optimizer `opt`: creates the
 -- run on its first step, locks it for the transaction, checks that it is an
 -- `opt` run, and returns its id, the number of the step now being taken and
--- its owner (whose state tables hold the run's state).
+-- its owner (whose state tables hold the run's state). It writes nothing
+-- where the run exists: the step's number is written with the step
+-- (_ddx.run_stepped), after its gradient, so that a step's transaction has
+-- written nothing when its gradient runs, which is what lets ddx.shards run
+-- the gradient's parts in other processes (src/pg/runner/shards.cpp). The
+-- run's lock keeps any other session from stepping it in between.
 CREATE FUNCTION _ddx.run_next_step(run_name text, opt text, OUT run_id int, OUT run_step int, OUT run_owner regrole)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -159,15 +171,21 @@ DECLARE
 BEGIN
   run_id := _ddx.run_claim(run_name, opt, false);
   SELECT f.run_step INTO run_step FROM _ddx.run_refresh(run_name) f;
-  SELECT r.optimizer, r.owner INTO was, run_owner FROM _ddx.run r WHERE r.id = run_id FOR UPDATE;
+  SELECT r.optimizer, r.owner INTO was, run_owner FROM _ddx.run r WHERE r.id = run_id;
   IF was <> opt AND run_step > 0 THEN
     RAISE EXCEPTION 'training run "%" is an % run, not %', run_name, was, opt
       USING ERRCODE = '22023', HINT = format('Give the %s run another name (state_name => ...), or start this one '
                                              'again with ddx_run_reset(%L).', opt, run_name);
   END IF;
-  UPDATE _ddx.run r SET step = r.step + 1, optimizer = opt, updated = now() WHERE r.id = run_id
-    RETURNING r.step INTO run_step;
+  run_step := run_step + 1;
 END $$;
+
+-- Step `run_step` of run `run_id`, with optimizer `opt`, taken (see
+-- _ddx.run_next_step).
+CREATE FUNCTION _ddx.run_stepped(run_id int, run_step int, opt text) RETURNS void
+LANGUAGE sql AS $$
+  UPDATE _ddx.run r SET step = run_step, optimizer = opt, updated = now() WHERE r.id = run_id
+$$;
 
 -- The run `run_name` as the current role sees it; an error if none. With
 -- `lock`, locked for the transaction (a run another session trains is not

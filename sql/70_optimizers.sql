@@ -567,6 +567,7 @@ BEGIN
             HINT = 'Check which rows the loss reads at this step (its $1 is the step''s number); where a loss over '
                    'no rows is meant to be 0, write coalesce(..., 0).';
   END IF;
+  PERFORM _ddx.run_stepped(run_id, step, opt);
   INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
     SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c
   ON CONFLICT ON CONSTRAINT run_param_pkey DO UPDATE SET last_step = excluded.last_step;

@@ -12,6 +12,10 @@ COMMENT ON FUNCTION ddx_value("any") IS
   'ddx_value(loss): the value of a loss, from the same pass as the statement''s grad calls of it (alone: under ddx''s plan settings)';
 COMMENT ON FUNCTION stop_gradient(float8) IS 'stop_gradient(x): x, held constant by every derivative (of every order)';
 COMMENT ON FUNCTION ddx_stop_gradient(float8) IS 'ddx_stop_gradient(x): x, held constant by every derivative (alias of stop_gradient)';
+COMMENT ON FUNCTION ddx_in_shard(bigint) IS
+  'ddx_in_shard(key): whether the rows of key belong to the part of the batch being computed (key mod ddx.shards); true outside a program in parts (ddx.shards)';
+COMMENT ON FUNCTION ddx_shard() IS 'ddx_shard(): the part of a gradient program being computed, from 0 (0 outside a program in parts: ddx.shards)';
+COMMENT ON FUNCTION ddx_shards() IS 'ddx_shards(): how many parts a gradient program runs as (1 outside a program in parts: ddx.shards)';
 COMMENT ON FUNCTION ddx_gradcheck(text, regclass, name, float8, int, int) IS
   'ddx_gradcheck(loss_sql, table, column [, eps, sample, step]): ddx''s gradient against central finite differences, row by row; step binds $1 of a training loss';
 COMMENT ON FUNCTION ddx_backward(text, text[], text[]) IS

@@ -12,7 +12,8 @@
 --       the validation windows (step 0 of gpt.batches); bias => false drops
 --       every Linear's and LayerNorm's bias, as nanoGPT's bias=False
 --   gpt.loss_sql()         the training loss: cross-entropy of the step's
---                          batch ($1 is the step, as ddx_train passes it)
+--                          batch ($1 is the step, as ddx_train passes it),
+--                          in parts under ddx.shards
 --   gpt.val_loss()         the loss on the validation windows
 --   gpt.params(), gpt.no_decay()   what AdamW trains, and what it does not decay
 --   gpt.n_params()         the model's size: the rows of the tables it trains
@@ -427,11 +428,14 @@ BEGIN
 END $$;
 
 -- The training loss: mean cross-entropy of the next token over the batch of
--- step $1 (log-softmax with its max subtracted, as F.cross_entropy).
+-- step $1 (log-softmax with its max subtracted, as F.cross_entropy). Its
+-- sequences split by ddx_in_shard(b): under ddx.shards = N, the gradient
+-- runs as N parts at once, each over the sequences b with b mod N its part,
+-- and is their mean (the whole batch's where N divides the batch size).
 CREATE OR REPLACE FUNCTION gpt.loss_sql() RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  RETURN 'WITH ' || gpt.forward_sql('SELECT g.b, g.t, g.tok, g.tgt FROM gpt.batches g WHERE g.step = $1') || $f$,
+  RETURN 'WITH ' || gpt.forward_sql('SELECT g.b, g.t, g.tok, g.tgt FROM gpt.batches g WHERE g.step = $1 AND ddx_in_shard(g.b)') || $f$,
   mx AS (SELECT b, t, max(z) AS m FROM logits GROUP BY b, t),
   se AS (SELECT g.b, g.t, sum(exp(g.z - mx.m)) AS se FROM logits g JOIN mx ON mx.b = g.b AND mx.t = g.t GROUP BY g.b, g.t),
   lse AS (SELECT se.b, se.t, mx.m + ln(se.se) AS lse FROM se JOIN mx ON mx.b = se.b AND mx.t = se.t),

@@ -4,7 +4,9 @@
 -- programs without a GROUP BY at their end; ddx_train's log_every 0 (no
 -- progress NOTICE); an optimizer step refuses a NULL loss (22004) and writes
 -- its settings exactly whatever extra_float_digits is; one session steps a
--- parameter column at a time (_ddx.params_lock_or_refuse).
+-- parameter column at a time (_ddx.params_lock_or_refuse); ddx.shards, a
+-- gradient program in parts (ddx_in_shard, ddx_shard, ddx_shards), and a
+-- step that writes its run's row after its gradient (_ddx.run_stepped).
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -72,7 +74,90 @@ BEGIN
           HINT = 'Wait until it ends, or train a copy of the table (a run of its own on other parameters).';
 END $$;
 
+-- --- data parallelism -------------------------------------------------------
+
+-- Data parallelism (src/pg/runner/shards.cpp): under ddx.shards = N, a
+-- gradient program whose loss keeps ddx_in_shard(key) runs as N parts at
+-- once, part k over the keys with key mod N = k, and its gradients and loss
+-- are the mean of the parts'. Outside such a part: ddx_shard() 0,
+-- ddx_shards() 1, ddx_in_shard() true. PARALLEL RESTRICTED: a parallel
+-- worker of PostgreSQL's would not know the part.
+CREATE FUNCTION ddx_shard() RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_shard' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION ddx_shards() RETURNS int
+  AS 'MODULE_PATHNAME', 'ddx_shards' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION _ddx.in_shard_support(internal) RETURNS internal
+  AS 'MODULE_PATHNAME', 'ddx_in_shard_support' LANGUAGE C STRICT;
+CREATE FUNCTION ddx_in_shard(key bigint) RETURNS boolean
+  AS 'MODULE_PATHNAME', 'ddx_in_shard' LANGUAGE C STABLE PARALLEL RESTRICTED SUPPORT _ddx.in_shard_support;
+COMMENT ON FUNCTION ddx_in_shard(bigint) IS
+  'ddx_in_shard(key): whether the rows of key belong to the part of the batch being computed (key mod ddx.shards); true outside a program in parts (ddx.shards)';
+COMMENT ON FUNCTION ddx_shard() IS 'ddx_shard(): the part of a gradient program being computed, from 0 (0 outside a program in parts: ddx.shards)';
+COMMENT ON FUNCTION ddx_shards() IS 'ddx_shards(): how many parts a gradient program runs as (1 outside a program in parts: ddx.shards)';
+
 -- --- optimizer steps ------------------------------------------------------
+
+-- The run `run_name` for a step or a training loop with optimizer `opt`,
+-- created if new, and locked for this transaction (or, with `session`, for
+-- this session, until _ddx.run_unlock or an abort: ddx_train's): one session
+-- trains a run at a time, and another one's step or ddx_train on it is
+-- refused (55P03) rather than interleaved with its steps. Its id.
+CREATE OR REPLACE FUNCTION _ddx.run_claim(run_name text, opt text, session boolean) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  i int;
+BEGIN
+  -- (locked before it is created: a second session waits on no one's
+  -- uncommitted INSERT of a new run)
+  PERFORM _ddx.run_lock_or_refuse(run_name, session);
+  -- (inserted only where the run is not there: an INSERT computes its id,
+  -- a nextval, before it finds the conflict, and a nextval that logs its
+  -- sequence gives the transaction an XID, which a step's gradient must
+  -- run without for ddx.shards: _ddx.run_next_step)
+  SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
+  IF i IS NULL THEN
+    INSERT INTO _ddx.run (name, optimizer) VALUES (run_name, opt) ON CONFLICT ON CONSTRAINT run_pkey DO NOTHING;
+    SELECT r.id INTO i FROM _ddx.run r WHERE r.name = run_name;
+  END IF;
+  IF i IS NULL THEN
+    RAISE EXCEPTION 'training run "%" belongs to another role', run_name
+      USING ERRCODE = '42501', HINT = 'Give this run another name (state_name => ...).';
+  END IF;
+  RETURN i;
+END $$;
+
+-- Starts the next step of run `run_name` with optimizer `opt`: creates the
+-- run on its first step, locks it for the transaction, checks that it is an
+-- `opt` run, and returns its id, the number of the step now being taken and
+-- its owner (whose state tables hold the run's state). It writes nothing
+-- where the run exists: the step's number is written with the step
+-- (_ddx.run_stepped), after its gradient, so that a step's transaction has
+-- written nothing when its gradient runs, which is what lets ddx.shards run
+-- the gradient's parts in other processes (src/pg/runner/shards.cpp). The
+-- run's lock keeps any other session from stepping it in between.
+CREATE OR REPLACE FUNCTION _ddx.run_next_step(run_name text, opt text, OUT run_id int, OUT run_step int, OUT run_owner regrole)
+LANGUAGE plpgsql AS $$
+DECLARE
+  was text;
+BEGIN
+  run_id := _ddx.run_claim(run_name, opt, false);
+  SELECT f.run_step INTO run_step FROM _ddx.run_refresh(run_name) f;
+  SELECT r.optimizer, r.owner INTO was, run_owner FROM _ddx.run r WHERE r.id = run_id;
+  IF was <> opt AND run_step > 0 THEN
+    RAISE EXCEPTION 'training run "%" is an % run, not %', run_name, was, opt
+      USING ERRCODE = '22023', HINT = format('Give the %s run another name (state_name => ...), or start this one '
+                                             'again with ddx_run_reset(%L).', opt, run_name);
+  END IF;
+  run_step := run_step + 1;
+END $$;
+
+-- Step `run_step` of run `run_id`, with optimizer `opt`, taken (see
+-- _ddx.run_next_step).
+CREATE FUNCTION _ddx.run_stepped(run_id int, run_step int, opt text) RETURNS void
+LANGUAGE sql AS $$
+  UPDATE _ddx.run r SET step = run_step, optimizer = opt, updated = now() WHERE r.id = run_id
+$$;
+
 
 -- A session's plan of an optimizer step, kept until the catalogs may have
 -- changed (sql/70_optimizers.sql, _ddx.step_plan).
@@ -296,6 +381,7 @@ BEGIN
             HINT = 'Check which rows the loss reads at this step (its $1 is the step''s number); where a loss over '
                    'no rows is meant to be 0, write coalesce(..., 0).';
   END IF;
+  PERFORM _ddx.run_stepped(run_id, step, opt);
   INSERT INTO _ddx.run_param AS p (run, param, col, last_step)
     SELECT run_id, x.tbl, c, step FROM unnest(kept) x CROSS JOIN LATERAL unnest(x.cols) c
   ON CONFLICT ON CONSTRAINT run_param_pkey DO UPDATE SET last_step = excluded.last_step;

@@ -121,5 +121,40 @@ int ExecuteProgram(const ProgramText &prog, const ExecResult *p);
 
 // runner.cpp
 void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = kFirstParam);
+void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out);
+uint32 HashKeyed(const void *k, Size);
+int MatchKeyed(const void *a, const void *b, Size);
+HTAB *KeyedOf(ExecResult *r, MemoryContext owner);
+
+// shards.cpp: a program in ddx.shards parts
+extern int shards;  // ddx.shards
+void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out);
+void DefineShardSettings();
+
+// One row of a parameter row's gradient into its entry (found: it had one
+// before): the rows of one parameter row are summed as sum(float8) sums
+// them, in the order they come (NULLs skipped, the first value as it is, so
+// a lone -0.0 stays -0.0; a finite sum that overflows is float8pl's error),
+// and an entry of NULL rows only is 0. The program has no GROUP BY of its
+// own (program.cpp). `table` names the parameter's table in the error.
+template <typename Entry>
+void AddRow(Entry *e, bool found, double g, bool isnull, Oid table) {
+  if (!found) {
+    e->g = isnull ? 0.0 : g;
+    e->has = !isnull;
+    return;
+  }
+  if (isnull) return;
+  double sum = e->has ? e->g + g : g;
+  if (unlikely(std::isinf(sum)) && !std::isinf(e->g) && !std::isinf(g)) {
+    char *name = OidIsValid(table) ? get_rel_name(table) : nullptr;
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("value out of range: overflow"),
+                    errdetail("A row of %s gets a gradient from each place the loss reads it; their sum leaves "
+                              "float8's range (%g + %g).",
+                              name ? name : "a parameter table", e->g, g)));
+  }
+  e->g = sum;
+  e->has = true;
+}
 
 }  // namespace ddx::pg

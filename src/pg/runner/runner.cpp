@@ -50,7 +50,6 @@ PG_FUNCTION_INFO_V1(ddx_stop_gradient);
 }
 
 namespace ddx::pg {
-namespace {
 
 uint32 HashKeyed(const void *k, Size) {
   const KeyedGrad *x = (const KeyedGrad *)k;
@@ -63,6 +62,23 @@ int MatchKeyed(const void *a, const void *b, Size) {
   return x->pidx == y->pidx && strcmp(x->key, y->key) == 0 ? 0 : 1;
 }
 
+// `r`'s hash of keyed gradients, created in `owner` on first use.
+HTAB *KeyedOf(ExecResult *r, MemoryContext owner) {
+  if (!r->keyed) {
+    HASHCTL kc;
+    memset(&kc, 0, sizeof kc);
+    kc.keysize = sizeof(KeyedGrad);
+    kc.entrysize = sizeof(KeyedEntry);
+    kc.hash = HashKeyed;
+    kc.match = MatchKeyed;
+    kc.hcxt = owner;
+    r->keyed = hash_create("ddx keyed gradients", 64, &kc, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+  }
+  return r->keyed;
+}
+
+namespace {
+
 ExecResult *exec_results = nullptr;
 
 void ForgetResult(void *arg) {
@@ -71,32 +87,11 @@ void ForgetResult(void *arg) {
   if (*p) *p = (*p)->next;
 }
 
-// One row of a parameter row's gradient into its entry (found: it had one
-// before): the rows of one parameter row are summed as sum(float8) sums
-// them, in the order they come (NULLs skipped, the first value as it is, so
-// a lone -0.0 stays -0.0; a finite sum that overflows is float8pl's error),
-// and an entry of NULL rows only is 0. The program has no GROUP BY of its
-// own (program.cpp). `table` names the parameter's table in the error.
-template <typename Entry>
-void AddRow(Entry *e, bool found, double g, bool isnull, Oid table) {
-  if (!found) {
-    e->g = isnull ? 0.0 : g;
-    e->has = !isnull;
-    return;
-  }
-  if (isnull) return;
-  double sum = e->has ? e->g + g : g;
-  if (unlikely(std::isinf(sum)) && !std::isinf(e->g) && !std::isinf(g)) {
-    char *name = OidIsValid(table) ? get_rel_name(table) : nullptr;
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("value out of range: overflow"),
-                    errdetail("A row of %s gets a gradient from each place the loss reads it; their sum leaves "
-                              "float8's range (%g + %g).",
-                              name ? name : "a parameter table", e->g, g)));
-  }
-  e->g = sum;
-  e->has = true;
-}
+}  // namespace
 
+// Runs the program once (one part, see shards.cpp) into `out`, whose
+// parameters are taken: its gradients summed per row (AddRow) in `owner`,
+// the loss's value, and the loss's checks raised.
 void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
@@ -141,22 +136,11 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
       bool n_key;
       Datum d_key = td->natts >= 5 ? SPI_getbinval(tup, td, 5, &n_key) : (Datum)0;
       if (td->natts < 5 || n_key) continue;
-      if (!out->keyed) {
-        HASHCTL kc;
-        memset(&kc, 0, sizeof kc);
-        kc.keysize = sizeof(KeyedGrad);
-        kc.entrysize = sizeof(KeyedEntry);
-        kc.hash = HashKeyed;
-        kc.match = MatchKeyed;
-        kc.hcxt = owner;
-        out->keyed =
-            hash_create("ddx keyed gradients", 64, &kc, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-      }
       KeyedGrad k;
       k.pidx = pidx;
       k.key = MemoryContextStrdup(owner, TextDatumGetCString(d_key));
       bool found;
-      KeyedEntry *e = (KeyedEntry *)hash_search(out->keyed, &k, HASH_ENTER, &found);
+      KeyedEntry *e = (KeyedEntry *)hash_search(KeyedOf(out, owner), &k, HASH_ENTER, &found);
       AddRow(e, found, g, n_g, InvalidOid);
       continue;
     }
@@ -183,6 +167,8 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
                     errhint("Aggregate the loss to a single row, e.g. SELECT avg(...) AS l.")));
   out->grads = h;
 }
+
+namespace {
 
 // Whether `r` was computed with this call's parameter values.
 bool SameParams(FunctionCallInfo fcinfo, const ExecResult *r) {
@@ -258,7 +244,7 @@ ExecResult *ResultFor(FunctionCallInfo fcinfo) {
     ExecResult result;
     memset(&result, 0, sizeof result);
     TakeParams(fcinfo, owner, &result);
-    RunProgram(ProgramText{sql, in_place}, owner, &result);
+    RunSharded(ProgramText{sql, in_place}, owner, &result);
     r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
     *r = result;
     r->owner = owner;

@@ -201,6 +201,7 @@ void DefineRunnerSettings() {
                           "to the kernel and faulting it in again (bench/RESULTS.md). Never more than the programs "
                           "used. 0: memory is returned as glibc does by default.",
                           &retain_memory, 256 * 1024, 0, 1024 * 1024, PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+  DefineShardSettings();
   MarkGUCPrefixReserved("ddx");
 }
 

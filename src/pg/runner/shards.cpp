@@ -1,0 +1,781 @@
+// A gradient program in parts (see README.md in this folder): ddx.shards =
+// N runs a program whose loss keeps ddx_in_shard(key) (or reads ddx_shard()
+// and ddx_shards()) as N parts, the batch split by key, and serves the mean
+// of the parts' gradients and losses: PyTorch's DistributedDataParallel,
+// whose replicas each take a part of the batch and average their gradients.
+// The backend runs part 0 itself; the others run at the same time in
+// background workers of its own, started on first use and kept for the
+// session, so that a training loop's later steps find them warm: their
+// programs planned, their catalog caches and memory filled (a process
+// started for one program pays ~90 ms of that at the demo GPT's size:
+// bench/RESULTS.md, "The second core").
+//
+// What a part computes does not depend on where it runs: where a worker
+// cannot run it, the backend runs that part itself, one after the other,
+// and the mean is the same. The math is ddx.shards's; the workers are only
+// its speed.
+//
+// A worker sees what the backend's program sees:
+// - the rows: the backend's active snapshot, serialized and installed as the
+//   worker's transaction snapshot (RestoreTransactionSnapshot, the backend's
+//   PGPROC as its source, which keeps the snapshot's xmin valid for it).
+//   A snapshot carries no uncommitted rows of the backend's own, so the
+//   workers are used only where the backend's transaction has no XID: it
+//   has written nothing, no row and no catalog entry, and what it sees is
+//   what was committed before its snapshot. (An optimizer step writes its
+//   run's row after its gradient for this: _ddx.optimizer_step.) Not under
+//   SERIALIZABLE (the worker's reads would not be the transaction's
+//   predicate locks), nor where the program names a temporary table (another
+//   session's to the worker), nor where Citus is installed.
+// - the settings: the backend's, serialized (SerializeGUCState) and restored
+//   in the worker when they changed since its last part (RestoreGUCState
+//   first resets what the backend may ship, so the result is exactly the
+//   backend's set). The role and security context as the backend has them.
+// - its locks: a worker joins the backend's lock group (as a parallel worker
+//   does), so its locks never wait behind a lock request that waits for the
+//   backend, which would be a deadlock the detector could not see.
+// Its transaction is read-only: a loss that writes fails in the worker
+// instead of writing in a transaction of its own.
+//
+// A worker runs only while the backend waits for it: every part the backend
+// sent is answered before the backend leaves the program, also on an error
+// or a cancel (the workers get SIGINT, and their answers are read and
+// dropped); so no worker reads a table after the backend's statement ended.
+// A worker that dies mid-part is replaced by the backend running its part.
+// The workers end with the backend: its queues detach when it exits.
+//
+// This file is C-style C++: no object with a destructor lives in a frame that
+// a PostgreSQL error can longjmp over.
+#include <csignal>
+
+#include "internal.h"
+
+extern "C" {
+#include "access/transam.h"
+#include "access/parallel.h"
+#include "commands/extension.h"
+#include "nodes/supportnodes.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "tcop/tcopprot.h"
+#include "utils/snapmgr.h"
+
+PG_FUNCTION_INFO_V1(ddx_shard);
+PG_FUNCTION_INFO_V1(ddx_shards);
+PG_FUNCTION_INFO_V1(ddx_in_shard);
+PG_FUNCTION_INFO_V1(ddx_in_shard_support);
+PGDLLEXPORT void ddx_shard_main(Datum arg);
+}
+
+namespace ddx::pg {
+
+int shards = 1;  // ddx.shards
+
+namespace {
+
+// The part this process computes now, and of how many (0 of 1 outside a
+// program in parts).
+int this_shard = 0;
+int n_shards = 1;
+
+constexpr Size kRequestQueue = 64 * 1024;
+constexpr Size kReplyQueue = 512 * 1024;
+
+// The segment the backend shares with its workers: this header, then per
+// worker its request queue and its reply queue.
+struct PoolHeader {
+  PGPROC *leader;
+  int leader_pid;
+  int workers;
+};
+
+// What a worker gets at start (bgw_extra).
+struct WorkerStart {
+  Oid database;
+  Oid user;
+  int slot;
+};
+
+Size QueuesOffset() { return MAXALIGN(sizeof(PoolHeader)); }
+shm_mq *RequestQueue(void *base, int slot) {
+  return (shm_mq *)((char *)base + QueuesOffset() + slot * (kRequestQueue + kReplyQueue));
+}
+shm_mq *ReplyQueue(void *base, int slot) { return (shm_mq *)((char *)RequestQueue(base, slot) + kRequestQueue); }
+
+// --- messages ----------------------------------------------------------------
+
+void Put(StringInfo b, const void *p, Size n) { appendBinaryStringInfo(b, (const char *)p, (int)n); }
+template <typename T>
+void PutValue(StringInfo b, const T &v) {
+  Put(b, &v, sizeof v);
+}
+void PutString(StringInfo b, const char *s) {
+  int32 n = s ? (int32)strlen(s) : -1;
+  PutValue(b, n);
+  if (s) Put(b, s, n);
+}
+
+struct Reader {
+  const char *p;
+  const char *end;
+};
+void Take(Reader *r, void *out, Size n) {
+  if ((Size)(r->end - r->p) < n) elog(ERROR, "ddx: a message of a shard worker ends early");
+  memcpy(out, r->p, n);
+  r->p += n;
+}
+template <typename T>
+T TakeValue(Reader *r) {
+  T v;
+  Take(r, &v, sizeof v);
+  return v;
+}
+char *TakeString(Reader *r) {
+  int32 n = TakeValue<int32>(r);
+  if (n < 0) return nullptr;
+  char *s = (char *)palloc(n + 1);
+  Take(r, s, n);
+  s[n] = '\0';
+  return s;
+}
+
+// A part's result (ExecResult's sums, the loss) as a reply.
+void PutResult(StringInfo b, const ExecResult *res) {
+  PutValue<char>(b, 'R');
+  PutValue<bool>(b, res->loss_isnull);
+  PutValue<double>(b, res->loss);
+  PutValue<int64>(b, res->grads ? (int64)hash_get_num_entries(res->grads) : 0);
+  if (res->grads) {
+    HASH_SEQ_STATUS s;
+    hash_seq_init(&s, res->grads);
+    for (GradEntry *e; (e = (GradEntry *)hash_seq_search(&s)) != nullptr;) {
+      // (field by field: a key is hashed as bytes, its padding included)
+      PutValue(b, e->key.toid);
+      PutValue(b, e->key.tid);
+      PutValue(b, e->key.pidx);
+      PutValue(b, e->g);
+      PutValue(b, e->has);
+    }
+  }
+  PutValue<int64>(b, res->keyed ? (int64)hash_get_num_entries(res->keyed) : 0);
+  if (res->keyed) {
+    HASH_SEQ_STATUS s;
+    hash_seq_init(&s, res->keyed);
+    for (KeyedEntry *e; (e = (KeyedEntry *)hash_seq_search(&s)) != nullptr;) {
+      PutValue(b, e->key.pidx);
+      PutString(b, e->key.key);
+      PutValue(b, e->g);
+      PutValue(b, e->has);
+    }
+  }
+}
+
+void PutError(StringInfo b, const ErrorData *e) {
+  PutValue<char>(b, 'E');
+  PutValue<int32>(b, e->sqlerrcode);
+  PutString(b, e->message);
+  PutString(b, e->detail);
+  PutString(b, e->hint);
+  PutString(b, e->context);
+  PutString(b, e->schema_name);
+  PutString(b, e->table_name);
+  PutString(b, e->column_name);
+  PutString(b, e->datatype_name);
+  PutString(b, e->constraint_name);
+}
+
+// --- the backend's workers ----------------------------------------------------
+
+struct Worker {
+  BackgroundWorkerHandle *handle;
+  shm_mq_handle *request;
+  shm_mq_handle *reply;
+  pid_t pid;
+  bool live;
+  bool died;       // was live, and is gone (the pool is started again)
+  uint64 waiting;  // the request it is answering; 0: idle
+  char *gucs;      // the settings it has (SerializeGUCState's bytes), or NULL
+  Size guc_len;
+};
+
+struct Pool {
+  dsm_segment *seg;
+  Oid database;
+  Oid user;
+  int size;
+  bool complete;  // every worker asked for was started, or could not be
+  uint64 seq;
+  Worker *workers;
+};
+
+Pool *pool = nullptr;
+bool no_slot_said = false;
+
+// The settings a worker has, forgotten: the next request sends them all.
+void ForgetSettings(Worker *w) {
+  if (w->gucs) pfree(w->gucs);
+  w->gucs = nullptr;
+  w->guc_len = 0;
+}
+
+// The pool gone: its segment detached, which detaches the queues, and each
+// worker, idle (the pool is dropped only between programs), exits as it
+// finds its request queue detached. (So does every worker when the backend
+// exits: no signal, nothing in the server log.)
+void DropPool() {
+  if (!pool) return;
+  Pool *p = pool;
+  pool = nullptr;
+  for (int i = 0; i < p->size; i++) {
+    if (p->workers[i].request) shm_mq_detach(p->workers[i].request);
+    if (p->workers[i].reply) shm_mq_detach(p->workers[i].reply);
+  }
+  dsm_detach(p->seg);
+  for (int i = 0; i < p->size; i++) {
+    if (p->workers[i].handle) pfree(p->workers[i].handle);
+    if (p->workers[i].gucs) pfree(p->workers[i].gucs);
+  }
+  pfree(p->workers);
+  pfree(p);
+}
+
+// `want` workers of this backend, started now where there are none (or
+// those there are belong to another database or session user); NULL where
+// none could start. A part without a live worker runs in the backend.
+Pool *PoolOf(int want) {
+  // (another size, database or session user; or a start cut short by an
+  // interrupt)
+  if (pool &&
+      (pool->size != want || pool->database != MyDatabaseId || pool->user != GetSessionUserId() || !pool->complete))
+    DropPool();
+  if (pool) return pool;
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  Size size = QueuesOffset() + want * (kRequestQueue + kReplyQueue);
+  dsm_segment *seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+  if (!seg) {
+    MemoryContextSwitchTo(old);
+    return nullptr;
+  }
+  dsm_pin_mapping(seg);  // (the session's, not the transaction's)
+  void *base = dsm_segment_address(seg);
+  PoolHeader *h = (PoolHeader *)base;
+  BecomeLockGroupLeader();
+  h->leader = MyProc;
+  h->leader_pid = MyProcPid;
+  h->workers = want;
+  Pool *p = (Pool *)palloc0(sizeof(Pool));
+  p->seg = seg;
+  p->database = MyDatabaseId;
+  p->user = GetSessionUserId();
+  p->size = want;
+  p->workers = (Worker *)palloc0(sizeof(Worker) * want);
+  pool = p;
+  int started = 0;
+  for (int i = 0; i < want; i++) {
+    shm_mq *rq = shm_mq_create(RequestQueue(base, i), kRequestQueue);
+    shm_mq *rp = shm_mq_create(ReplyQueue(base, i), kReplyQueue);
+    shm_mq_set_sender(rq, MyProc);
+    shm_mq_set_receiver(rp, MyProc);
+    BackgroundWorker w;
+    memset(&w, 0, sizeof w);
+    w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    w.bgw_start_time = BgWorkerStart_ConsistentState;
+    w.bgw_restart_time = BGW_NEVER_RESTART;
+    snprintf(w.bgw_library_name, BGW_MAXLEN, "ddx");
+    snprintf(w.bgw_function_name, BGW_MAXLEN, "ddx_shard_main");
+    snprintf(w.bgw_name, BGW_MAXLEN, "ddx shard %d of PID %d", i + 1, MyProcPid);
+    snprintf(w.bgw_type, BGW_MAXLEN, "ddx shard");
+    w.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+    w.bgw_notify_pid = MyProcPid;
+    WorkerStart start = {MyDatabaseId, GetSessionUserId(), i};
+    memcpy(w.bgw_extra, &start, sizeof start);
+    Worker *wk = &p->workers[i];
+    if (!RegisterDynamicBackgroundWorker(&w, &wk->handle)) {
+      wk->handle = nullptr;
+      continue;
+    }
+    wk->request = shm_mq_attach(rq, seg, wk->handle);
+    wk->reply = shm_mq_attach(rp, seg, wk->handle);
+    if (WaitForBackgroundWorkerStartup(wk->handle, &wk->pid) != BGWH_STARTED) continue;
+    wk->live = true;
+    started++;
+  }
+  p->complete = true;
+  MemoryContextSwitchTo(old);
+  if (started < want && !no_slot_said) {
+    no_slot_said = true;
+    ereport(NOTICE, (errmsg("ddx.shards = %d: %d of %d background workers started; the backend runs the other "
+                            "parts itself",
+                            want + 1, started, want),
+                     errdetail("Background workers are limited by max_worker_processes (%d), which parallel query "
+                               "and other extensions share.",
+                               max_worker_processes),
+                     errhint("Raise max_worker_processes (a restart), or lower ddx.shards.")));
+  }
+  return p;
+}
+
+// Whether this program's parts may run in workers now (see the file
+// comment); else the backend runs them all.
+bool WorkersMay(const ProgramText &prog) {
+  const char *why = nullptr;
+  if (MyBgworkerEntry || IsInParallelMode() || !IsTransactionState() || !ActiveSnapshotSet())
+    why = "it runs in a background or parallel worker";
+  else if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+    why = "the transaction has written (a worker would not see what it wrote)";
+  else if (IsolationIsSerializable())
+    why = "the transaction is SERIALIZABLE";
+  else if (prog.in_place || OidIsValid(get_extension_oid("citus", true)))
+    why = "Citus is installed";
+  else if (strstr(prog.sql, "pg_temp"))
+    why = "the loss reads a temporary table";
+  if (why) ereport(DEBUG1, (errmsg_internal("ddx.shards: the backend runs every part: %s", why)));
+  return !why;
+}
+
+// The request for part `shard` of `n` of `prog` with the parameters of `r`.
+void PutRequest(StringInfo b, uint64 seq, int shard, int n, const ProgramText &prog, const ExecResult *r,
+                const char *gucs, Size guc_len) {
+  PutValue(b, seq);
+  PutValue<int32>(b, shard);
+  PutValue<int32>(b, n);
+  Oid user;
+  int sec;
+  GetUserIdAndSecContext(&user, &sec);
+  PutValue(b, user);
+  PutValue<int32>(b, sec);
+  Oid outer = GetOuterUserId();
+  PutValue(b, outer);
+  PutValue<bool>(b, superuser_arg(outer));
+  Snapshot snap = GetActiveSnapshot();
+  Size snap_len = EstimateSnapshotSpace(snap);
+  PutValue(b, snap_len);
+  enlargeStringInfo(b, (int)snap_len);
+  SerializeSnapshot(snap, b->data + b->len);
+  b->len += (int)snap_len;
+  PutValue(b, guc_len);
+  if (guc_len) Put(b, gucs, guc_len);
+  PutString(b, prog.sql);
+  PutValue<int32>(b, r->nparams);
+  for (int i = 0; i < r->nparams; i++) {
+    bool isnull = r->nulls[i] == 'n';
+    PutValue(b, r->types[i]);
+    PutValue(b, r->typlens[i]);
+    PutValue(b, r->typbyvals[i]);
+    Size len = datumEstimateSpace(r->values[i], isnull, r->typbyvals[i], r->typlens[i]);
+    enlargeStringInfo(b, (int)len);
+    char *at = b->data + b->len;
+    datumSerialize(r->values[i], isnull, r->typbyvals[i], r->typlens[i], &at);
+    b->len += (int)len;
+  }
+}
+
+// Adds part `from`'s sums into `into` (AddRow's sum, entry by entry).
+void MergeGrads(ExecResult *into, Reader *r, MemoryContext owner) {
+  if (TakeValue<bool>(r)) {
+    into->loss_isnull = true;
+    (void)TakeValue<double>(r);
+  } else {
+    double l = TakeValue<double>(r);
+    if (!into->loss_isnull) into->loss += l;
+  }
+  int64 n = TakeValue<int64>(r);
+  for (int64 i = 0; i < n; i++) {
+    GradKey key;
+    memset(&key, 0, sizeof key);
+    key.toid = TakeValue<Oid>(r);
+    key.tid = TakeValue<ItemPointerData>(r);
+    key.pidx = TakeValue<int32>(r);
+    double g = TakeValue<double>(r);
+    bool has = TakeValue<bool>(r);
+    bool found;
+    GradEntry *e = (GradEntry *)hash_search(into->grads, &key, HASH_ENTER, &found);
+    AddRow(e, found, g, !has, key.toid);
+  }
+  int64 nk = TakeValue<int64>(r);
+  for (int64 i = 0; i < nk; i++) {
+    KeyedGrad k;
+    k.pidx = TakeValue<int32>(r);
+    MemoryContext old = MemoryContextSwitchTo(owner);
+    k.key = TakeString(r);
+    MemoryContextSwitchTo(old);
+    double g = TakeValue<double>(r);
+    bool has = TakeValue<bool>(r);
+    bool found;
+    KeyedEntry *e = (KeyedEntry *)hash_search(KeyedOf(into, owner), &k, HASH_ENTER, &found);
+    AddRow(e, found, g, !has, InvalidOid);
+  }
+}
+
+// Raises the error a worker sent, as the backend's own, with a line of
+// context naming the part.
+void RaiseWorkerError(Reader *r, int shard, int n, pid_t pid) {
+  ErrorData e;
+  memset(&e, 0, sizeof e);
+  e.elevel = ERROR;
+  e.sqlerrcode = TakeValue<int32>(r);
+  e.message = TakeString(r);
+  e.detail = TakeString(r);
+  e.hint = TakeString(r);
+  char *ctx = TakeString(r);
+  e.context = psprintf("%s%sddx part %d of %d (ddx.shards), background worker %d", ctx ? ctx : "", ctx ? "\n" : "",
+                       shard + 1, n, (int)pid);
+  e.schema_name = TakeString(r);
+  e.table_name = TakeString(r);
+  e.column_name = TakeString(r);
+  e.datatype_name = TakeString(r);
+  e.constraint_name = TakeString(r);
+  if (!e.message) e.message = pstrdup("error in a ddx shard worker");
+  ThrowErrorData(&e);
+}
+
+// Part `shard` of `n`, run here into `out` (its sums and loss).
+void RunPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, int shard, int n) {
+  int was_shard = this_shard, was_n = n_shards;
+  this_shard = shard;
+  n_shards = n;
+  PG_TRY();
+  { RunProgram(prog, owner, out); }
+  PG_FINALLY();
+  {
+    this_shard = was_shard;
+    n_shards = was_n;
+  }
+  PG_END_TRY();
+}
+
+// Part `shard` run here and added into `out`.
+void AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, int shard, int n) {
+  MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "ddx part", ALLOCSET_DEFAULT_SIZES);
+  ExecResult part = *out;
+  part.grads = nullptr;
+  part.keyed = nullptr;
+  RunPartHere(prog, cxt, &part, shard, n);
+  StringInfoData b;
+  initStringInfo(&b);
+  PutResult(&b, &part);
+  Reader r = {b.data + 1, b.data + b.len};
+  MergeGrads(out, &r, owner);
+  pfree(b.data);
+  MemoryContextDelete(cxt);
+}
+
+// Waits for the answers of the workers still running a part, dropping them
+// (on the way out of an error: see the file comment).
+void DrainWorkers() {
+  if (!pool) return;
+  HOLD_INTERRUPTS();
+  for (int i = 0; i < pool->size; i++) {
+    Worker *w = &pool->workers[i];
+    if (!w->live || !w->waiting) continue;
+    if (w->pid > 0) kill(w->pid, SIGINT);
+    for (;;) {
+      Size len;
+      void *data;
+      if (shm_mq_receive(w->reply, &len, &data, false) != SHM_MQ_SUCCESS) {
+        w->live = false;
+        w->died = true;
+        break;
+      }
+      uint64 seq = 0;
+      if (len >= sizeof seq) memcpy(&seq, data, sizeof seq);
+      if (seq == w->waiting) break;
+    }
+    w->waiting = 0;
+    ForgetSettings(w);
+  }
+  RESUME_INTERRUPTS();
+}
+
+// Part 0 here, then each other part's answer (or the part run here where
+// its worker is gone or none could start), added into `out`.
+pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, ExecResult *out, Pool *p, int n) {
+  RunPartHere(prog, owner, out, 0, n);
+  for (int i = 0; i < n - 1; i++) {
+    Worker *w = p ? &p->workers[i] : nullptr;
+    bool done = false;
+    while (w && w->live && w->waiting) {
+      Size len;
+      void *data;
+      if (shm_mq_receive(w->reply, &len, &data, false) != SHM_MQ_SUCCESS) {
+        w->live = false;  // (died: its part runs here)
+        w->died = true;
+        w->waiting = 0;
+        break;
+      }
+      Reader r = {(const char *)data, (const char *)data + len};
+      if (TakeValue<uint64>(&r) != w->waiting) continue;  // (an answer to a request given up)
+      w->waiting = 0;
+      if (TakeValue<char>(&r) == 'E') {
+        ForgetSettings(w);  // (its settings may be half restored)
+        RaiseWorkerError(&r, i + 1, n, w->pid);
+      }
+      MergeGrads(out, &r, owner);
+      done = true;
+    }
+    if (!done) AddPartHere(prog, owner, out, i + 1, n);
+  }
+}
+
+// CollectParts, or on its error every worker's answer read and dropped.
+pg_noinline void CollectOrDrain(const ProgramText &prog, MemoryContext owner, ExecResult *out, Pool *p, int n) {
+  MemoryContext cxt = CurrentMemoryContext;
+  PG_TRY();
+  { CollectParts(prog, owner, out, p, n); }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(cxt);
+    DrainWorkers();
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+}
+
+}  // namespace
+
+// Runs `prog` for `out` (its parameters taken): in ddx.shards parts where the
+// program reads the part it is (the emitted SQL names ddx_in_shard or
+// ddx_shard: a part that does not filter by it would compute the whole
+// batch again), else as one.
+void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
+  int n = shards;
+  if (n <= 1 || n_shards > 1 || (!strstr(prog.sql, "ddx_in_shard") && !strstr(prog.sql, "ddx_shard"))) {
+    RunProgram(prog, owner, out);
+    return;
+  }
+  Pool *p = WorkersMay(prog) ? PoolOf(n - 1) : nullptr;
+  uint64 seq = 0;
+  if (p) {
+    seq = ++p->seq;
+    Size guc_len = EstimateGUCStateSpace();
+    char *gucs = (char *)palloc(guc_len);
+    SerializeGUCState(guc_len, gucs);
+    guc_len = sizeof(Size) + *(Size *)gucs;
+    for (int i = 0; i < p->size; i++) {
+      Worker *w = &p->workers[i];
+      if (!w->live) continue;
+      bool same = w->gucs && w->guc_len == guc_len && memcmp(w->gucs, gucs, guc_len) == 0;
+      StringInfoData b;
+      initStringInfo(&b);
+      PutRequest(&b, seq, i + 1, n, prog, out, same ? nullptr : gucs, same ? 0 : guc_len);
+      // (whole or not at all: a send cut by an interrupt would leave half a
+      // message in the queue for the next one to continue)
+      HOLD_INTERRUPTS();
+      shm_mq_result sent = shm_mq_send(w->request, b.len, b.data, false, true);
+      RESUME_INTERRUPTS();
+      if (sent != SHM_MQ_SUCCESS) {
+        w->live = false;
+        w->died = true;
+      } else {
+        w->waiting = seq;
+        if (!same) {
+          if (w->gucs) pfree(w->gucs);
+          w->gucs = (char *)MemoryContextAlloc(TopMemoryContext, guc_len);
+          memcpy(w->gucs, gucs, guc_len);
+          w->guc_len = guc_len;
+        }
+      }
+      pfree(b.data);
+    }
+    pfree(gucs);
+  }
+  CollectOrDrain(prog, owner, out, p, n);
+  // the mean of the parts (DistributedDataParallel's)
+  if (!out->loss_isnull) out->loss /= n;
+  HASH_SEQ_STATUS s;
+  hash_seq_init(&s, out->grads);
+  for (GradEntry *e; (e = (GradEntry *)hash_seq_search(&s)) != nullptr;) e->g /= n;
+  if (out->keyed) {
+    hash_seq_init(&s, out->keyed);
+    for (KeyedEntry *e; (e = (KeyedEntry *)hash_seq_search(&s)) != nullptr;) e->g /= n;
+  }
+  // (a worker that died is replaced at the next program by a pool started
+  // again)
+  for (int i = 0; p && pool == p && i < p->size; i++)
+    if (p->workers[i].died) DropPool();
+}
+
+void DefineShardSettings() {
+  DefineCustomIntVariable("ddx.shards", "Runs a gradient program in this many parts at once (data parallelism).",
+                          "A program whose loss keeps ddx_in_shard(key) runs as this many parts, each over the keys "
+                          "of its part, in background workers of the session beside the backend; its gradients and "
+                          "loss are the mean of the parts' (DistributedDataParallel's). 1: one part.",
+                          &shards, 1, 1, 64, PGC_USERSET, 0, NULL, NULL, NULL);
+}
+
+}  // namespace ddx::pg
+
+using namespace ddx::pg;
+
+extern "C" {
+
+// ddx_shard(): the part being computed (0 outside a program in parts).
+Datum ddx_shard(PG_FUNCTION_ARGS) { PG_RETURN_INT32(this_shard); }
+
+// ddx_shards(): how many parts (1 outside a program in parts).
+Datum ddx_shards(PG_FUNCTION_ARGS) { PG_RETURN_INT32(n_shards); }
+
+// ddx_in_shard(key): whether rows of `key` belong to the part being
+// computed: key mod ddx_shards() = ddx_shard() (a NULL key: part 0). True
+// for every key outside a program in parts.
+Datum ddx_in_shard(PG_FUNCTION_ARGS) {
+  if (n_shards <= 1) PG_RETURN_BOOL(true);
+  if (PG_ARGISNULL(0)) PG_RETURN_BOOL(this_shard == 0);
+  int64 k = PG_GETARG_INT64(0) % n_shards;
+  if (k < 0) k += n_shards;
+  PG_RETURN_BOOL(k == this_shard);
+}
+
+// The planner's selectivity of ddx_in_shard: one part of ddx.shards (else
+// PostgreSQL takes a third, and a program planned for a part of a batch
+// would be planned for a third of one).
+Datum ddx_in_shard_support(PG_FUNCTION_ARGS) {
+  Node *req = (Node *)PG_GETARG_POINTER(0);
+  if (!IsA(req, SupportRequestSelectivity)) PG_RETURN_POINTER(nullptr);
+  SupportRequestSelectivity *s = (SupportRequestSelectivity *)req;
+  s->selectivity = 1.0 / Max(shards, 1);
+  PG_RETURN_POINTER(s);
+}
+
+// --- the worker ----------------------------------------------------------------
+
+// Sends an answer whole (see RunSharded's requests); exits where the
+// backend is gone.
+static void Reply(shm_mq_handle *mq, StringInfo b) {
+  HOLD_INTERRUPTS();
+  shm_mq_result sent = shm_mq_send(mq, b->len, b->data, false, true);
+  RESUME_INTERRUPTS();
+  if (sent != SHM_MQ_SUCCESS) proc_exit(0);
+}
+
+void ddx_shard_main(Datum arg) {
+  WorkerStart start;
+  memcpy(&start, MyBgworkerEntry->bgw_extra, sizeof start);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  // (no resource owner: the mapping is the process's)
+  dsm_segment *seg = dsm_attach(DatumGetUInt32(arg));
+  if (!seg) proc_exit(0);  // (the backend is gone)
+  void *base = dsm_segment_address(seg);
+  PoolHeader *h = (PoolHeader *)base;
+  shm_mq *rq = RequestQueue(base, start.slot);
+  shm_mq *rp = ReplyQueue(base, start.slot);
+  shm_mq_set_receiver(rq, MyProc);
+  shm_mq_set_sender(rp, MyProc);
+  shm_mq_handle *request = shm_mq_attach(rq, seg, nullptr);
+  shm_mq_handle *reply = shm_mq_attach(rp, seg, nullptr);
+  BackgroundWorkerInitializeConnectionByOid(start.database, start.user, 0);
+  if (!BecomeLockGroupMember(h->leader, h->leader_pid)) proc_exit(0);
+  MemoryContext loop = AllocSetContextCreate(TopMemoryContext, "ddx shard worker", ALLOCSET_DEFAULT_SIZES);
+  MemoryContext part = AllocSetContextCreate(TopMemoryContext, "ddx shard part", ALLOCSET_DEFAULT_SIZES);
+  for (;;) {
+    MemoryContextSwitchTo(loop);
+    MemoryContextReset(part);
+    volatile uint64 seq = 0;
+    PG_TRY();
+    {
+      Size len;
+      void *data;
+      // (an interrupt while idle: a cancel that came after its part's answer
+      // is caught below and dropped; SIGTERM ends the process)
+      if (shm_mq_receive(request, &len, &data, false) != SHM_MQ_SUCCESS) proc_exit(0);  // (the backend is gone)
+      MemoryContextSwitchTo(part);
+      char *msg = (char *)palloc(len);
+      memcpy(msg, data, len);
+      Reader r = {msg, msg + len};
+      seq = TakeValue<uint64>(&r);
+      QueryCancelPending = false;  // (a cancel of an earlier part)
+      int shard = TakeValue<int32>(&r);
+      int n = TakeValue<int32>(&r);
+      Oid user = TakeValue<Oid>(&r);
+      int sec = TakeValue<int32>(&r);
+      Oid outer = TakeValue<Oid>(&r);
+      bool outer_super = TakeValue<bool>(&r);
+      Size snap_len = TakeValue<Size>(&r);
+      char *snap_bytes = (char *)r.p;
+      r.p += snap_len;
+      Size guc_len = TakeValue<Size>(&r);
+      char *gucs = guc_len ? (char *)r.p : nullptr;
+      r.p += guc_len;
+      ProgramText prog = {TakeString(&r), nullptr};
+      ExecResult res;
+      memset(&res, 0, sizeof res);
+      res.nparams = TakeValue<int32>(&r);
+      res.types = (Oid *)palloc(sizeof(Oid) * Max(res.nparams, 1));
+      res.typlens = (int16 *)palloc(sizeof(int16) * Max(res.nparams, 1));
+      res.typbyvals = (bool *)palloc(sizeof(bool) * Max(res.nparams, 1));
+      res.values = (Datum *)palloc(sizeof(Datum) * Max(res.nparams, 1));
+      res.nulls = (char *)palloc(Max(res.nparams, 1));
+      for (int i = 0; i < res.nparams; i++) {
+        res.types[i] = TakeValue<Oid>(&r);
+        res.typlens[i] = TakeValue<int16>(&r);
+        res.typbyvals[i] = TakeValue<bool>(&r);
+        char *at = (char *)r.p;
+        bool isnull;
+        res.values[i] = datumRestore(&at, &isnull);
+        r.p = at;
+        res.nulls[i] = isnull ? 'n' : ' ';
+      }
+      if (gucs) {  // the backend's settings, restored as a parallel worker restores them
+        StartTransactionCommand();
+        InitializingParallelWorker = true;
+        RestoreGUCState(gucs);
+        InitializingParallelWorker = false;
+        CommitTransactionCommand();
+      }
+      pgstat_report_activity(STATE_RUNNING, psprintf("ddx part %d of %d", shard + 1, n));
+      StartTransactionCommand();
+      XactIsoLevel = XACT_READ_COMMITTED;  // (the snapshot is the backend's: see SetTransactionSnapshot)
+      XactReadOnly = true;
+      SetCurrentRoleId(outer, outer_super);
+      SetUserIdAndSecContext(user, sec);
+      InvalidateCatalogSnapshot();
+      Snapshot snap = RestoreSnapshot(snap_bytes);
+      RestoreTransactionSnapshot(snap, h->leader);
+      PushActiveSnapshot(snap);
+      this_shard = shard;
+      n_shards = n;
+      RunProgram(prog, part, &res);
+      this_shard = 0;
+      n_shards = 1;
+      PopActiveSnapshot();
+      CommitTransactionCommand();
+      MemoryContextSwitchTo(part);
+      StringInfoData b;
+      initStringInfo(&b);
+      PutValue(&b, (uint64)seq);
+      PutResult(&b, &res);
+      Reply(reply, &b);
+      pgstat_report_activity(STATE_IDLE, nullptr);
+    }
+    PG_CATCH();
+    {
+      HOLD_INTERRUPTS();
+      InitializingParallelWorker = false;
+      this_shard = 0;
+      n_shards = 1;
+      MemoryContextSwitchTo(loop);
+      ErrorData *e = CopyErrorData();
+      FlushErrorState();
+      AbortCurrentTransaction();
+      RESUME_INTERRUPTS();
+      if (seq) {
+        MemoryContextSwitchTo(loop);
+        StringInfoData b;
+        initStringInfo(&b);
+        PutValue(&b, (uint64)seq);
+        PutError(&b, e);
+        Reply(reply, &b);
+        pgstat_report_activity(STATE_IDLE, nullptr);
+      }
+      MemoryContextReset(loop);
+    }
+    PG_END_TRY();
+  }
+}
+
+}  // extern "C"
