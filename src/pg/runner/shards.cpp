@@ -374,9 +374,11 @@ void PutRequest(StringInfo b, uint64 seq, int shard, int n, const ProgramText &p
   }
 }
 
-// Adds part `from`'s sums into `into` (AddRow's sum, entry by entry).
-void MergeGrads(ExecResult *into, Reader *r, MemoryContext owner) {
-  if (TakeValue<bool>(r)) {
+// Adds a part's sums into `into` (AddRow's sum, entry by entry); whether
+// the part's loss was NULL.
+bool MergeGrads(ExecResult *into, Reader *r, MemoryContext owner) {
+  bool loss_isnull = TakeValue<bool>(r);
+  if (loss_isnull) {
     into->loss_isnull = true;
     (void)TakeValue<double>(r);
   } else {
@@ -409,6 +411,7 @@ void MergeGrads(ExecResult *into, Reader *r, MemoryContext owner) {
     KeyedEntry *e = (KeyedEntry *)hash_search(KeyedOf(into, owner), &k, HASH_ENTER, &found);
     AddRow(e, found, g, !has, InvalidOid);
   }
+  return loss_isnull;
 }
 
 // Raises the error a worker sent, as the backend's own, with a line of
@@ -448,8 +451,8 @@ void RunPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, 
   PG_END_TRY();
 }
 
-// Part `shard` run here and added into `out`.
-void AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, int shard, int n) {
+// Part `shard` run here and added into `out`; whether its loss was NULL.
+bool AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, int shard, int n) {
   MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "ddx part", ALLOCSET_DEFAULT_SIZES);
   ExecResult part = *out;
   part.grads = nullptr;
@@ -459,9 +462,10 @@ void AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, 
   initStringInfo(&b);
   PutResult(&b, &part);
   Reader r = {b.data + 1, b.data + b.len};
-  MergeGrads(out, &r, owner);
+  bool loss_isnull = MergeGrads(out, &r, owner);
   pfree(b.data);
   MemoryContextDelete(cxt);
+  return loss_isnull;
 }
 
 // Waits for the answers of the workers still running a part, dropping them
@@ -495,6 +499,8 @@ void DrainWorkers() {
 // its worker is gone or none could start), added into `out`.
 pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, ExecResult *out, Pool *p, int n) {
   RunPartHere(prog, owner, out, 0, n);
+  int null_part = out->loss_isnull ? 0 : -1;  // a part whose loss is NULL
+  bool a_value = !out->loss_isnull;           // and one whose loss is not
   for (int i = 0; i < n - 1; i++) {
     Worker *w = p ? &p->workers[i] : nullptr;
     bool done = false;
@@ -514,11 +520,27 @@ pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, Exec
         ForgetSettings(w);  // (its settings may be half restored)
         RaiseWorkerError(&r, i + 1, n, w->pid);
       }
-      MergeGrads(out, &r, owner);
+      bool loss_isnull = MergeGrads(out, &r, owner);
+      if (loss_isnull && null_part < 0) null_part = i + 1;
+      a_value = a_value || !loss_isnull;
       done = true;
     }
-    if (!done) AddPartHere(prog, owner, out, i + 1, n);
+    if (!done) {
+      bool loss_isnull = AddPartHere(prog, owner, out, i + 1, n);
+      if (loss_isnull && null_part < 0) null_part = i + 1;
+      a_value = a_value || !loss_isnull;
+    }
   }
+  // A part without rows has a NULL loss and no gradient: its mean with the
+  // others would be the others' gradient divided by N, a number without an
+  // error (PyTorch's mean over an empty shard is NaN). Refused.
+  if (null_part >= 0 && a_value)
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                    errmsg("part %d of %d of the batch has a NULL loss (ddx.shards)", null_part + 1, n),
+                    errdetail("ddx_in_shard(key) gave it no row of the loss, or its rows a NULL loss, while other "
+                              "parts have one; their mean would divide the others' gradients by ddx.shards."),
+                    errhint("Split by a key that every batch spreads over all parts, such as the sample's index "
+                            "within its batch, and keep ddx.shards at most the batch's size.")));
 }
 
 // CollectParts, or on its error every worker's answer read and dropped.
