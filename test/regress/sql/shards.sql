@@ -144,6 +144,7 @@ BEGIN
     EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'ddx shard'
                            AND leader_pid = pg_backend_pid());
     PERFORM pg_sleep(0.05);
+    PERFORM pg_stat_clear_snapshot();  -- (pg_stat_activity is read once per transaction)
   END LOOP;
 END $$;
 SELECT agrees(2);
