@@ -48,145 +48,32 @@
 // a PostgreSQL error can longjmp over.
 #include <csignal>
 
-#include "internal.h"
+#include "shards.h"
 
 extern "C" {
 #include "access/transam.h"
-#include "access/parallel.h"
 #include "commands/extension.h"
 #include "nodes/supportnodes.h"
-#include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
-#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shm_mq.h"
-#include "tcop/tcopprot.h"
 #include "utils/snapmgr.h"
 
 PG_FUNCTION_INFO_V1(ddx_shard);
 PG_FUNCTION_INFO_V1(ddx_shards);
 PG_FUNCTION_INFO_V1(ddx_in_shard);
 PG_FUNCTION_INFO_V1(ddx_in_shard_support);
-PGDLLEXPORT void ddx_shard_main(Datum arg);
 }
 
 namespace ddx::pg {
 
 int shards = 1;  // ddx.shards
 
-namespace {
-
-// The part this process computes now, and of how many (0 of 1 outside a
-// program in parts).
 int this_shard = 0;
 int n_shards = 1;
 
-constexpr Size kRequestQueue = 64 * 1024;
-constexpr Size kReplyQueue = 512 * 1024;
-
-// The segment the backend shares with its workers: this header, then per
-// worker its request queue and its reply queue.
-struct PoolHeader {
-  PGPROC *leader;
-  int leader_pid;
-  int workers;
-};
-
-// What a worker gets at start (bgw_extra).
-struct WorkerStart {
-  Oid database;
-  Oid user;
-  int slot;
-};
-
-Size QueuesOffset() { return MAXALIGN(sizeof(PoolHeader)); }
-shm_mq *RequestQueue(void *base, int slot) {
-  return (shm_mq *)((char *)base + QueuesOffset() + slot * (kRequestQueue + kReplyQueue));
-}
-shm_mq *ReplyQueue(void *base, int slot) { return (shm_mq *)((char *)RequestQueue(base, slot) + kRequestQueue); }
-
-// --- messages ----------------------------------------------------------------
-
-void Put(StringInfo b, const void *p, Size n) { appendBinaryStringInfo(b, (const char *)p, (int)n); }
-template <typename T>
-void PutValue(StringInfo b, const T &v) {
-  Put(b, &v, sizeof v);
-}
-void PutString(StringInfo b, const char *s) {
-  int32 n = s ? (int32)strlen(s) : -1;
-  PutValue(b, n);
-  if (s) Put(b, s, n);
-}
-
-struct Reader {
-  const char *p;
-  const char *end;
-};
-void Take(Reader *r, void *out, Size n) {
-  if ((Size)(r->end - r->p) < n) elog(ERROR, "ddx: a message of a shard worker ends early");
-  memcpy(out, r->p, n);
-  r->p += n;
-}
-template <typename T>
-T TakeValue(Reader *r) {
-  T v;
-  Take(r, &v, sizeof v);
-  return v;
-}
-char *TakeString(Reader *r) {
-  int32 n = TakeValue<int32>(r);
-  if (n < 0) return nullptr;
-  char *s = (char *)palloc(n + 1);
-  Take(r, s, n);
-  s[n] = '\0';
-  return s;
-}
-
-// A part's result (ExecResult's sums, the loss) as a reply.
-void PutResult(StringInfo b, const ExecResult *res) {
-  PutValue<char>(b, 'R');
-  PutValue<bool>(b, res->loss_isnull);
-  PutValue<double>(b, res->loss);
-  PutValue<int64>(b, res->grads ? (int64)hash_get_num_entries(res->grads) : 0);
-  if (res->grads) {
-    HASH_SEQ_STATUS s;
-    hash_seq_init(&s, res->grads);
-    for (GradEntry *e; (e = (GradEntry *)hash_seq_search(&s)) != nullptr;) {
-      // (field by field: a key is hashed as bytes, its padding included)
-      PutValue(b, e->key.toid);
-      PutValue(b, e->key.tid);
-      PutValue(b, e->key.pidx);
-      PutValue(b, e->g);
-      PutValue(b, e->has);
-    }
-  }
-  PutValue<int64>(b, res->keyed ? (int64)hash_get_num_entries(res->keyed) : 0);
-  if (res->keyed) {
-    HASH_SEQ_STATUS s;
-    hash_seq_init(&s, res->keyed);
-    for (KeyedEntry *e; (e = (KeyedEntry *)hash_seq_search(&s)) != nullptr;) {
-      PutValue(b, e->key.pidx);
-      PutString(b, e->key.key);
-      PutValue(b, e->g);
-      PutValue(b, e->has);
-    }
-  }
-}
-
-void PutError(StringInfo b, const ErrorData *e) {
-  PutValue<char>(b, 'E');
-  PutValue<int32>(b, e->sqlerrcode);
-  PutString(b, e->message);
-  PutString(b, e->detail);
-  PutString(b, e->hint);
-  PutString(b, e->context);
-  PutString(b, e->schema_name);
-  PutString(b, e->table_name);
-  PutString(b, e->column_name);
-  PutString(b, e->datatype_name);
-  PutString(b, e->constraint_name);
-}
+namespace {
 
 // --- the backend's workers ----------------------------------------------------
 
@@ -661,143 +548,6 @@ Datum ddx_in_shard_support(PG_FUNCTION_ARGS) {
   SupportRequestSelectivity *s = (SupportRequestSelectivity *)req;
   s->selectivity = 1.0 / Max(shards, 1);
   PG_RETURN_POINTER(s);
-}
-
-// --- the worker ----------------------------------------------------------------
-
-// Sends an answer whole (see RunSharded's requests); exits where the
-// backend is gone.
-static void Reply(shm_mq_handle *mq, StringInfo b) {
-  HOLD_INTERRUPTS();
-  shm_mq_result sent = shm_mq_send(mq, b->len, b->data, false, true);
-  RESUME_INTERRUPTS();
-  if (sent != SHM_MQ_SUCCESS) proc_exit(0);
-}
-
-void ddx_shard_main(Datum arg) {
-  WorkerStart start;
-  memcpy(&start, MyBgworkerEntry->bgw_extra, sizeof start);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
-  // (no resource owner: the mapping is the process's)
-  dsm_segment *seg = dsm_attach(DatumGetUInt32(arg));
-  if (!seg) proc_exit(0);  // (the backend is gone)
-  void *base = dsm_segment_address(seg);
-  PoolHeader *h = (PoolHeader *)base;
-  shm_mq *rq = RequestQueue(base, start.slot);
-  shm_mq *rp = ReplyQueue(base, start.slot);
-  shm_mq_set_receiver(rq, MyProc);
-  shm_mq_set_sender(rp, MyProc);
-  shm_mq_handle *request = shm_mq_attach(rq, seg, nullptr);
-  shm_mq_handle *reply = shm_mq_attach(rp, seg, nullptr);
-  BackgroundWorkerInitializeConnectionByOid(start.database, start.user, 0);
-  if (!BecomeLockGroupMember(h->leader, h->leader_pid)) proc_exit(0);
-  MemoryContext loop = AllocSetContextCreate(TopMemoryContext, "ddx shard worker", ALLOCSET_DEFAULT_SIZES);
-  MemoryContext part = AllocSetContextCreate(TopMemoryContext, "ddx shard part", ALLOCSET_DEFAULT_SIZES);
-  for (;;) {
-    MemoryContextSwitchTo(loop);
-    MemoryContextReset(part);
-    volatile uint64 seq = 0;
-    PG_TRY();
-    {
-      Size len;
-      void *data;
-      // (an interrupt while idle: a cancel that came after its part's answer
-      // is caught below and dropped; SIGTERM ends the process)
-      if (shm_mq_receive(request, &len, &data, false) != SHM_MQ_SUCCESS) proc_exit(0);  // (the backend is gone)
-      MemoryContextSwitchTo(part);
-      char *msg = (char *)palloc(len);
-      memcpy(msg, data, len);
-      Reader r = {msg, msg + len};
-      seq = TakeValue<uint64>(&r);
-      QueryCancelPending = false;  // (a cancel of an earlier part)
-      int shard = TakeValue<int32>(&r);
-      int n = TakeValue<int32>(&r);
-      Oid user = TakeValue<Oid>(&r);
-      int sec = TakeValue<int32>(&r);
-      Oid outer = TakeValue<Oid>(&r);
-      bool outer_super = TakeValue<bool>(&r);
-      Size snap_len = TakeValue<Size>(&r);
-      char *snap_bytes = (char *)r.p;
-      r.p += snap_len;
-      Size guc_len = TakeValue<Size>(&r);
-      char *gucs = guc_len ? (char *)r.p : nullptr;
-      r.p += guc_len;
-      ProgramText prog = {TakeString(&r), nullptr};
-      ExecResult res;
-      memset(&res, 0, sizeof res);
-      res.nparams = TakeValue<int32>(&r);
-      res.types = (Oid *)palloc(sizeof(Oid) * Max(res.nparams, 1));
-      res.typlens = (int16 *)palloc(sizeof(int16) * Max(res.nparams, 1));
-      res.typbyvals = (bool *)palloc(sizeof(bool) * Max(res.nparams, 1));
-      res.values = (Datum *)palloc(sizeof(Datum) * Max(res.nparams, 1));
-      res.nulls = (char *)palloc(Max(res.nparams, 1));
-      for (int i = 0; i < res.nparams; i++) {
-        res.types[i] = TakeValue<Oid>(&r);
-        res.typlens[i] = TakeValue<int16>(&r);
-        res.typbyvals[i] = TakeValue<bool>(&r);
-        char *at = (char *)r.p;
-        bool isnull;
-        res.values[i] = datumRestore(&at, &isnull);
-        r.p = at;
-        res.nulls[i] = isnull ? 'n' : ' ';
-      }
-      if (gucs) {  // the backend's settings, restored as a parallel worker restores them
-        StartTransactionCommand();
-        InitializingParallelWorker = true;
-        RestoreGUCState(gucs);
-        InitializingParallelWorker = false;
-        CommitTransactionCommand();
-      }
-      pgstat_report_activity(STATE_RUNNING, psprintf("ddx part %d of %d", shard + 1, n));
-      StartTransactionCommand();
-      XactIsoLevel = XACT_READ_COMMITTED;  // (the snapshot is the backend's: see SetTransactionSnapshot)
-      XactReadOnly = true;
-      SetCurrentRoleId(outer, outer_super);
-      SetUserIdAndSecContext(user, sec);
-      InvalidateCatalogSnapshot();
-      Snapshot snap = RestoreSnapshot(snap_bytes);
-      RestoreTransactionSnapshot(snap, h->leader);
-      PushActiveSnapshot(snap);
-      this_shard = shard;
-      n_shards = n;
-      RunProgram(prog, part, &res);
-      this_shard = 0;
-      n_shards = 1;
-      PopActiveSnapshot();
-      CommitTransactionCommand();
-      MemoryContextSwitchTo(part);
-      StringInfoData b;
-      initStringInfo(&b);
-      PutValue(&b, (uint64)seq);
-      PutResult(&b, &res);
-      Reply(reply, &b);
-      pgstat_report_activity(STATE_IDLE, nullptr);
-    }
-    PG_CATCH();
-    {
-      HOLD_INTERRUPTS();
-      InitializingParallelWorker = false;
-      this_shard = 0;
-      n_shards = 1;
-      MemoryContextSwitchTo(loop);
-      ErrorData *e = CopyErrorData();
-      FlushErrorState();
-      AbortCurrentTransaction();
-      RESUME_INTERRUPTS();
-      if (seq) {
-        MemoryContextSwitchTo(loop);
-        StringInfoData b;
-        initStringInfo(&b);
-        PutValue(&b, (uint64)seq);
-        PutError(&b, e);
-        Reply(reply, &b);
-        pgstat_report_activity(STATE_IDLE, nullptr);
-      }
-      MemoryContextReset(loop);
-    }
-    PG_END_TRY();
-  }
 }
 
 }  // extern "C"
