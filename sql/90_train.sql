@@ -117,6 +117,13 @@ BEGIN
                    'what it has done.';
   END IF;
   UPDATE _ddx.run x SET target_step = steps, train_started = clock_timestamp(), train_from = done WHERE x.id = run_id;
+  -- committed before the first step, so that every step's transaction writes
+  -- nothing before its gradient and, under ddx.shards, the gradient's parts
+  -- run in the session's workers from the first step on (a transaction
+  -- with an XID computes them all in the backend: src/pg/runner/shards.cpp)
+  IF commits THEN
+    COMMIT;
+  END IF;
   started := clock_timestamp();
   first := done;
   WHILE done < steps LOOP

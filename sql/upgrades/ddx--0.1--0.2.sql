@@ -6,7 +6,8 @@
 -- its settings exactly whatever extra_float_digits is; one session steps a
 -- parameter column at a time (_ddx.params_lock_or_refuse); ddx.shards, a
 -- gradient program in parts (ddx_in_shard, ddx_shard, ddx_shards), and a
--- step that writes its run's row after its gradient (_ddx.run_stepped).
+-- step that writes its run's row after its gradient (_ddx.run_stepped);
+-- ddx_train commits the run's row before its first step.
 \echo Use "ALTER EXTENSION ddx UPDATE TO '0.2'" to load this file. \quit
 
 -- --- versions ---------------------------------------------------------------
@@ -676,6 +677,13 @@ BEGIN
                    'what it has done.';
   END IF;
   UPDATE _ddx.run x SET target_step = steps, train_started = clock_timestamp(), train_from = done WHERE x.id = run_id;
+  -- committed before the first step, so that every step's transaction writes
+  -- nothing before its gradient and, under ddx.shards, the gradient's parts
+  -- run in the session's workers from the first step on (a transaction
+  -- with an XID computes them all in the backend: src/pg/runner/shards.cpp)
+  IF commits THEN
+    COMMIT;
+  END IF;
   started := clock_timestamp();
   first := done;
   WHILE done < steps LOOP
