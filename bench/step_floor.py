@@ -17,6 +17,12 @@ the tables vacuumed after it (untimed), ms (medians):
             parameter table (val = val * 0.999) and of every state table
             (m, v and step of the run's rows): what no optimizer step that
             keeps its state in rows can avoid
+  read      no gradient: every parameter table's values summed and the
+            step's batch read (its tokens summed), one scan of each: what a
+            gradient that forms no rows between its input scans and its
+            result (issue 38's dense regions) cannot do without
+  write     the floor's UPDATEs alone: with `read`, the floor of a whole
+            step whose gradient is dense
 
 step - no write is what the optimizer costs; floor - no write what writing
 each parameter and state row once costs. All read batch 5 of gpt.batches.
@@ -83,7 +89,10 @@ def main():
         writes.append(f"fs{n} AS (UPDATE {st} SET m = m * 0.9, v = v * 0.99, step = step + 1 "
                       f"WHERE run = $2 RETURNING 1)")
     floor = "WITH " + ", ".join([t for _, t in upto] + writes) + " " + final
-    variants = {"step": step, "no write": nowrite, "floor": floor}
+    sums = [f"(SELECT sum(val) FROM {tbl})" for tbl, _ in tables]
+    read = "SELECT " + " + ".join(sums) + " + (SELECT sum(tok) FROM gpt.batches WHERE step = $1) AS s"
+    write = "WITH " + ", ".join(writes) + " SELECT 1"  # (data-modifying CTEs run to completion unread)
+    variants = {"step": step, "no write": nowrite, "floor": floor, "read": read, "write": write}
     curs = {}
     for name, sql in variants.items():
         c = psycopg2.connect(dbname=DB)
@@ -110,7 +119,8 @@ def main():
     for name in variants:
         print(f"  {name:9s} {med[name]:7.1f}")
     print(f"  optimizer (step - no write) {med['step'] - med['no write']:.1f}; "
-          f"floor (floor - no write) {med['floor'] - med['no write']:.1f}")
+          f"floor (floor - no write) {med['floor'] - med['no write']:.1f}; "
+          f"a step with a dense gradient at least read + write {med['read'] + med['write']:.1f}")
 
 
 if __name__ == "__main__":
