@@ -14,7 +14,8 @@ PyTorch's loss in SQL (1e-12), a second export is bit for bit, and a
 checkpoint with biases where the tables have none (or none where they have
 them) is refused, the tables untouched. And
 gpt.load_table: a user's text, its validation part never trained on, a
-context longer than the text refused.
+context longer than the text refused. And gpt.words_known (the demo's
+measure of its samples) against the GPL's words read by Python.
 
 Closes with "gpt: N passed, N failed".
 """
@@ -321,6 +322,29 @@ def to_torch_roundtrip(L, T, B, bias=True):
           f"the module's {n_torch}")
 
 
+def words_known():
+    """gpt.words_known, what the demo's samples are judged by, against the
+    words of the GPL's file read here: runs of two or more letters, compared
+    in lower case, the corpus's words from the file, not from the tables."""
+    import re
+    with open("/usr/share/common-licenses/GPL-3") as f:
+        vocab = {w.lower() for w in re.findall("[A-Za-z]{2,}", f.read())}
+    samples = ["The conse thow you regive on in this works:\n broductionse of the (25 anibitionatem, COPYRIGHT's",
+               "Licensee-licenses;conveying\tth", "1234 ... !", "", "GNU gnu Gnu gNU xyzzy a I e"]
+    ok, shown = True, []
+    for smp in samples:
+        got = psql("SELECT known, words FROM gpt.words_known($s$" + smp + "$s$)")[0]
+        ws = re.findall("[A-Za-z]{2,}", smp)
+        want = [sum(w.lower() in vocab for w in ws), len(ws)]
+        ok = ok and [int(x) for x in got] == want
+        shown.append(f"{got[0]}/{got[1]}")
+    null = psql("SELECT known, words FROM gpt.words_known(NULL)")[0]
+    ok = ok and null == ["0", "0"]
+    results.append(ok)
+    print(f"{'ok' if ok else 'FAILED'}  gpt.words_known against the GPL's words read by Python: {', '.join(shown)} "
+          f"of the samples' words known; NULL {null[0]}/{null[1]}")
+
+
 def own_text():
     """gpt.load_table: a user's table of text; its validation part never in a
     training batch; text shorter than the context refused with 22023."""
@@ -366,6 +390,11 @@ def main():
         except (Exception, SystemExit) as e:  # a failure of one size is reported, the other still runs
             results.append(False)
             print(f"FAILED  GPT {cfg}: {e}")
+    try:
+        words_known()
+    except (Exception, SystemExit) as e:
+        results.append(False)
+        print(f"FAILED  words_known: {e}")
     try:
         own_text()
     except (Exception, SystemExit) as e:
