@@ -1,11 +1,13 @@
 // A worker of ddx.shards (see shards.cpp): a background worker of one
 // backend, started on its first program in parts and kept while it lives.
-// It attaches to the backend's segment, connects to its database as its
-// session user, joins its lock group, and then answers each request: the
-// backend's settings restored where they changed, a transaction under the
-// backend's snapshot, role and security context, read-only, the part run as
-// the backend would run it (RunProgram) and its sums sent back, or the
-// error's fields. It exits when the backend's queues detach.
+// It attaches to the backend's segment, joins its lock group, connects to
+// its database as its authenticated user (as a parallel worker does), and
+// then answers each request: the backend's settings restored where they
+// changed, a transaction with the backend's isolation level, start times
+// (now()) and snapshot, its role and security context, read-only, the part
+// run as the backend would run it (RunProgram) and its sums sent back, or
+// the error's fields; between parts, its own user and no role again. It
+// plans no parallel query. It exits when the backend's queues detach.
 //
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
@@ -14,6 +16,8 @@
 extern "C" {
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "miscadmin.h"
+#include "optimizer/planner.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
@@ -77,6 +81,33 @@ using namespace ddx::pg;
 
 extern "C" {
 
+// The worker's planner: no parallel query. A loss's own functions plan
+// their statements with CURSOR_OPT_PARALLEL_OK (a SQL function, PL/pgSQL's
+// PERFORM), and the planner refuses parallelism only in a parallel worker;
+// a Gather here would make this member of the backend's lock group the
+// leader of one of its own (BecomeLockGroupLeader only asserts against it,
+// proc.c), which corrupts the group's list in shared memory. A setting
+// (max_parallel_workers_per_gather) would not hold: user code can change it.
+static planner_hook_type prev_planner = nullptr;
+static PlannedStmt *NoParallelPlanner(Query *parse, const char *query_string, int cursor_options,
+                                      ParamListInfo bound_params) {
+  cursor_options &= ~CURSOR_OPT_PARALLEL_OK;
+  return prev_planner ? prev_planner(parse, query_string, cursor_options, bound_params)
+                      : standard_planner(parse, query_string, cursor_options, bound_params);
+}
+
+// now() and statement_timestamp() of the part: the backend's. StartTransaction
+// takes a transaction's start from the statement's start, and the only way
+// to set both to given times is SetParallelStartTimestamps, what a parallel
+// worker calls, which asserts that the caller is one: the worker is a
+// parallel worker (ParallelWorkerNumber) for that call alone.
+static void SetStartTimestamps(TimestampTz xact_ts, TimestampTz stmt_ts) {
+  int was = ParallelWorkerNumber;
+  ParallelWorkerNumber = 0;
+  SetParallelStartTimestamps(xact_ts, stmt_ts);
+  ParallelWorkerNumber = was;
+}
+
 // Sends an answer whole (see RunSharded's requests); exits where the
 // backend is gone.
 static void Reply(shm_mq_handle *mq, StringInfo b) {
@@ -102,8 +133,16 @@ void ddx_shard_main(Datum arg) {
   shm_mq_set_sender(rp, MyProc);
   shm_mq_handle *request = shm_mq_attach(rq, seg, nullptr);
   shm_mq_handle *reply = shm_mq_attach(rp, seg, nullptr);
-  BackgroundWorkerInitializeConnectionByOid(start.database, start.user, 0);
+  // (in the backend's lock group before anything takes a lock, as a
+  // parallel worker joins: a lock of the connection's own waiting behind
+  // one that waits for the backend would be a deadlock no one sees)
   if (!BecomeLockGroupMember(h->leader, h->leader_pid)) proc_exit(0);
+  BackgroundWorkerInitializeConnectionByOid(start.database, start.user, BGWORKER_BYPASS_ALLOWCONN);
+  prev_planner = planner_hook;
+  planner_hook = NoParallelPlanner;
+  Oid own_user;
+  int own_sec;
+  GetUserIdAndSecContext(&own_user, &own_sec);
   MemoryContext loop = AllocSetContextCreate(TopMemoryContext, "ddx shard worker", ALLOCSET_DEFAULT_SIZES);
   MemoryContext part = AllocSetContextCreate(TopMemoryContext, "ddx shard part", ALLOCSET_DEFAULT_SIZES);
   for (;;) {
@@ -122,13 +161,19 @@ void ddx_shard_main(Datum arg) {
       memcpy(msg, data, len);
       Reader r = {msg, msg + len};
       seq = TakeValue<uint64>(&r);
-      QueryCancelPending = false;  // (a cancel of an earlier part)
+      // (a cancel of an earlier part, whose answer the backend has dropped;
+      // one of this part, sent before it was read, stands)
+      pg_read_barrier();
+      if (pg_atomic_read_u64(&h->canceled[start.slot]) < seq) QueryCancelPending = false;
       int shard = TakeValue<int32>(&r);
       int n = TakeValue<int32>(&r);
       Oid user = TakeValue<Oid>(&r);
       int sec = TakeValue<int32>(&r);
       Oid outer = TakeValue<Oid>(&r);
       bool outer_super = TakeValue<bool>(&r);
+      int iso = TakeValue<int32>(&r);
+      TimestampTz xact_ts = TakeValue<TimestampTz>(&r);
+      TimestampTz stmt_ts = TakeValue<TimestampTz>(&r);
       Size snap_len = TakeValue<Size>(&r);
       char *snap_bytes = (char *)r.p;
       r.p += snap_len;
@@ -160,10 +205,17 @@ void ddx_shard_main(Datum arg) {
         RestoreGUCState(gucs);
         InitializingParallelWorker = false;
         CommitTransactionCommand();
+        MemoryContextSwitchTo(part);
       }
       pgstat_report_activity(STATE_RUNNING, psprintf("ddx part %d of %d", shard + 1, n));
+      SetStartTimestamps(xact_ts, xact_ts);  // (a transaction starts at its statement's start)
       StartTransactionCommand();
-      XactIsoLevel = XACT_READ_COMMITTED;  // (the snapshot is the backend's: see SetTransactionSnapshot)
+      SetStartTimestamps(xact_ts, stmt_ts);
+      // READ COMMITTED or REPEATABLE READ, as the backend (not SERIALIZABLE:
+      // WorkersMay). Under REPEATABLE READ the snapshot restored below is the
+      // transaction's, which the loss's own statements then read too, as
+      // they do in the backend (SetTransactionSnapshot).
+      XactIsoLevel = iso;
       XactReadOnly = true;
       SetCurrentRoleId(outer, outer_super);
       SetUserIdAndSecContext(user, sec);
@@ -178,6 +230,11 @@ void ddx_shard_main(Datum arg) {
       n_shards = 1;
       PopActiveSnapshot();
       CommitTransactionCommand();
+      // (its own user, no role and no security context again: a commit
+      // keeps the part's, and a security-definer function's context left in
+      // place would refuse the next part's session_authorization)
+      SetUserIdAndSecContext(own_user, own_sec);
+      SetCurrentRoleId(InvalidOid, false);
       MemoryContextSwitchTo(part);
       StringInfoData b;
       initStringInfo(&b);
@@ -195,7 +252,9 @@ void ddx_shard_main(Datum arg) {
       MemoryContextSwitchTo(loop);
       ErrorData *e = CopyErrorData();
       FlushErrorState();
-      AbortCurrentTransaction();
+      AbortCurrentTransaction();  // (the user and security context of the part's start)
+      SetUserIdAndSecContext(own_user, own_sec);
+      SetCurrentRoleId(InvalidOid, false);
       RESUME_INTERRUPTS();
       if (seq) {
         MemoryContextSwitchTo(loop);

@@ -25,12 +25,17 @@
 //   what was committed before its snapshot. (An optimizer step writes its
 //   run's row after its gradient for this: _ddx.optimizer_step.) Not under
 //   SERIALIZABLE (the worker's reads would not be the transaction's
-//   predicate locks), nor where the program names a temporary table (another
-//   session's to the worker), nor where Citus is installed.
+//   predicate locks), nor in a session with temporary tables (a function of
+//   the loss may name one without its schema: to the worker, another
+//   session's, or a permanent table of that name), nor where Citus is
+//   installed. The transaction's isolation level (under REPEATABLE READ the
+//   snapshot is the worker's transaction snapshot too, as it is the
+//   backend's) and its start times (now(), statement_timestamp()).
 // - the settings: the backend's, serialized (SerializeGUCState) and restored
 //   in the worker when they changed since its last part (RestoreGUCState
 //   first resets what the backend may ship, so the result is exactly the
-//   backend's set). The role and security context as the backend has them.
+//   backend's set). The role and security context as the backend has them,
+//   for the part only (between parts the worker is its own user again).
 // - its locks: a worker joins the backend's lock group (as a parallel worker
 //   does), so its locks never wait behind a lock request that waits for the
 //   backend, which would be a deadlock the detector could not see.
@@ -39,10 +44,15 @@
 //
 // A worker runs only while the backend waits for it: every part the backend
 // sent is answered before the backend leaves the program, also on an error
-// or a cancel (the workers get SIGINT, and their answers are read and
-// dropped); so no worker reads a table after the backend's statement ended.
-// A worker that dies mid-part is replaced by the backend running its part.
-// The workers end with the backend: its queues detach when it exits.
+// (in a send too) or a cancel (the workers get SIGINT, and their answers are
+// read and dropped; a worker keeps a cancel that came before it read its
+// request, and drops one of a request given up before: PoolHeader's
+// canceled); so no worker reads a table after the backend's statement
+// ended. A worker that dies mid-part is replaced by the backend running its
+// part. The workers end with the backend (its queues detach when it exits),
+// or at the end of a transaction in which ddx.shards is 1 again: they hold
+// max_worker_processes slots. A worker plans no parallel query: a member of
+// a lock group may not lead one (shard_worker.cpp).
 //
 // This file is C-style C++: no object with a destructor lives in a frame that
 // a PostgreSQL error can longjmp over.
@@ -52,6 +62,8 @@
 
 extern "C" {
 #include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
 #include "commands/extension.h"
 #include "nodes/supportnodes.h"
 #include "postmaster/bgworker.h"
@@ -101,6 +113,7 @@ struct Pool {
 
 Pool *pool = nullptr;
 bool no_slot_said = false;
+bool busy = false;  // a program in parts is running: the pool is in use
 
 // The settings a worker has, forgotten: the next request sends them all.
 void ForgetSettings(Worker *w) {
@@ -136,8 +149,8 @@ void DropPool() {
 Pool *PoolOf(int want) {
   // (another size, database or session user; or a start cut short by an
   // interrupt)
-  if (pool &&
-      (pool->size != want || pool->database != MyDatabaseId || pool->user != GetSessionUserId() || !pool->complete))
+  if (pool && (pool->size != want || pool->database != MyDatabaseId || pool->user != GetAuthenticatedUserId() ||
+               !pool->complete))
     DropPool();
   if (pool) return pool;
   MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -154,10 +167,11 @@ Pool *PoolOf(int want) {
   h->leader = MyProc;
   h->leader_pid = MyProcPid;
   h->workers = want;
+  for (int i = 0; i < kMaxWorkers; i++) pg_atomic_init_u64(&h->canceled[i], 0);
   Pool *p = (Pool *)palloc0(sizeof(Pool));
   p->seg = seg;
   p->database = MyDatabaseId;
-  p->user = GetSessionUserId();
+  p->user = GetAuthenticatedUserId();
   p->size = want;
   p->workers = (Worker *)palloc0(sizeof(Worker) * want);
   pool = p;
@@ -178,7 +192,7 @@ Pool *PoolOf(int want) {
     snprintf(w.bgw_type, BGW_MAXLEN, "ddx shard");
     w.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
     w.bgw_notify_pid = MyProcPid;
-    WorkerStart start = {MyDatabaseId, GetSessionUserId(), i};
+    WorkerStart start = {MyDatabaseId, GetAuthenticatedUserId(), i};
     memcpy(w.bgw_extra, &start, sizeof start);
     Worker *wk = &p->workers[i];
     if (!RegisterDynamicBackgroundWorker(&w, &wk->handle)) {
@@ -206,6 +220,15 @@ Pool *PoolOf(int want) {
   return p;
 }
 
+// The session's temporary namespace, InvalidOid where it has none: a
+// function of the loss that names a temporary table without its schema
+// would find, in a worker, a permanent table of that name or none.
+Oid TempNamespaceOf() {
+  Oid temp, toast;
+  GetTempNamespaceState(&temp, &toast);
+  return temp;
+}
+
 // Whether this program's parts may run in workers now (see the file
 // comment); else the backend runs them all.
 bool WorkersMay(const ProgramText &prog) {
@@ -218,8 +241,8 @@ bool WorkersMay(const ProgramText &prog) {
     why = "the transaction is SERIALIZABLE";
   else if (prog.in_place || OidIsValid(get_extension_oid("citus", true)))
     why = "Citus is installed";
-  else if (strstr(prog.sql, "pg_temp"))
-    why = "the loss reads a temporary table";
+  else if (strstr(prog.sql, "pg_temp") || OidIsValid(TempNamespaceOf()))
+    why = "the session has temporary tables (a worker's names would not find them)";
   if (why) ereport(DEBUG1, (errmsg_internal("ddx.shards: the backend runs every part: %s", why)));
   return !why;
 }
@@ -238,6 +261,9 @@ void PutRequest(StringInfo b, uint64 seq, int shard, int n, const ProgramText &p
   Oid outer = GetOuterUserId();
   PutValue(b, outer);
   PutValue<bool>(b, superuser_arg(outer));
+  PutValue<int32>(b, XactIsoLevel);
+  PutValue(b, GetCurrentTransactionStartTimestamp());
+  PutValue(b, GetCurrentStatementStartTimestamp());
   Snapshot snap = GetActiveSnapshot();
   Size snap_len = EstimateSnapshotSpace(snap);
   PutValue(b, snap_len);
@@ -360,10 +386,17 @@ bool AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, 
 void DrainWorkers() {
   if (!pool) return;
   HOLD_INTERRUPTS();
+  PoolHeader *h = (PoolHeader *)dsm_segment_address(pool->seg);
   for (int i = 0; i < pool->size; i++) {
     Worker *w = &pool->workers[i];
     if (!w->live || !w->waiting) continue;
-    if (w->pid > 0) kill(w->pid, SIGINT);
+    // (the request given up, written before the signal: a worker that has
+    // not read it yet keeps the cancel for it; and the PID asked of the
+    // postmaster, not one that a worker gone may have left to another)
+    pg_atomic_write_u64(&h->canceled[i], w->waiting);
+    pg_memory_barrier();
+    pid_t pid;
+    if (w->handle && GetBackgroundWorkerPid(w->handle, &pid) == BGWH_STARTED) kill(pid, SIGINT);
     for (;;) {
       Size len;
       void *data;
@@ -430,18 +463,73 @@ pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, Exec
                             "within its batch, and keep ddx.shards at most the batch's size.")));
 }
 
-// CollectParts, or on its error every worker's answer read and dropped.
+// The requests for parts 1 to n - 1 of `prog`, one to each live worker of
+// `p` (the settings to those whose settings changed).
+void SendParts(const ProgramText &prog, const ExecResult *out, Pool *p, int n) {
+  uint64 seq = ++p->seq;
+  Size guc_len = EstimateGUCStateSpace();
+  char *gucs = (char *)palloc(guc_len);
+  SerializeGUCState(guc_len, gucs);
+  guc_len = sizeof(Size) + *(Size *)gucs;
+  for (int i = 0; i < p->size; i++) {
+    Worker *w = &p->workers[i];
+    if (!w->live) continue;
+    bool same = w->gucs && w->guc_len == guc_len && memcmp(w->gucs, gucs, guc_len) == 0;
+    StringInfoData b;
+    initStringInfo(&b);
+    PutRequest(&b, seq, i + 1, n, prog, out, same ? nullptr : gucs, same ? 0 : guc_len);
+    // (whole or not at all: a send cut by an interrupt would leave half a
+    // message in the queue for the next one to continue)
+    HOLD_INTERRUPTS();
+    shm_mq_result sent = shm_mq_send(w->request, b.len, b.data, false, true);
+    RESUME_INTERRUPTS();
+    if (sent != SHM_MQ_SUCCESS) {
+      w->live = false;
+      w->died = true;
+    } else {
+      w->waiting = seq;
+      if (!same) {
+        if (w->gucs) pfree(w->gucs);
+        w->gucs = (char *)MemoryContextAlloc(TopMemoryContext, guc_len);
+        memcpy(w->gucs, gucs, guc_len);
+        w->guc_len = guc_len;
+      }
+    }
+    pfree(b.data);
+  }
+  pfree(gucs);
+}
+
+// The parts sent and collected, or on an error (in a send as well) every
+// worker's answer read and dropped.
 pg_noinline void CollectOrDrain(const ProgramText &prog, MemoryContext owner, ExecResult *out, Pool *p, int n) {
   MemoryContext cxt = CurrentMemoryContext;
+  busy = true;
   PG_TRY();
-  { CollectParts(prog, owner, out, p, n); }
+  {
+    if (p) SendParts(prog, out, p, n);
+    CollectParts(prog, owner, out, p, n);
+  }
   PG_CATCH();
   {
     MemoryContextSwitchTo(cxt);
     DrainWorkers();
+    busy = false;
     PG_RE_THROW();
   }
   PG_END_TRY();
+  busy = false;
+}
+
+// At a transaction's end, the pool of a session that has set ddx.shards back
+// to 1 is dropped: its workers hold max_worker_processes slots, which
+// parallel query and other extensions share.
+// (An abort of the top transaction ends any program: a drain cut short by
+// an error of its own left `busy` set, and its workers are drained at the
+// next program.)
+void AtXactEnd(XactEvent event, void *) {
+  if (event == XACT_EVENT_ABORT) busy = false;
+  if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT) && pool && !busy && shards <= 1) DropPool();
 }
 
 }  // namespace
@@ -456,42 +544,12 @@ void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     RunProgram(prog, owner, out);
     return;
   }
-  Pool *p = WorkersMay(prog) ? PoolOf(n - 1) : nullptr;
-  uint64 seq = 0;
-  if (p) {
-    seq = ++p->seq;
-    Size guc_len = EstimateGUCStateSpace();
-    char *gucs = (char *)palloc(guc_len);
-    SerializeGUCState(guc_len, gucs);
-    guc_len = sizeof(Size) + *(Size *)gucs;
-    for (int i = 0; i < p->size; i++) {
-      Worker *w = &p->workers[i];
-      if (!w->live) continue;
-      bool same = w->gucs && w->guc_len == guc_len && memcmp(w->gucs, gucs, guc_len) == 0;
-      StringInfoData b;
-      initStringInfo(&b);
-      PutRequest(&b, seq, i + 1, n, prog, out, same ? nullptr : gucs, same ? 0 : guc_len);
-      // (whole or not at all: a send cut by an interrupt would leave half a
-      // message in the queue for the next one to continue)
-      HOLD_INTERRUPTS();
-      shm_mq_result sent = shm_mq_send(w->request, b.len, b.data, false, true);
-      RESUME_INTERRUPTS();
-      if (sent != SHM_MQ_SUCCESS) {
-        w->live = false;
-        w->died = true;
-      } else {
-        w->waiting = seq;
-        if (!same) {
-          if (w->gucs) pfree(w->gucs);
-          w->gucs = (char *)MemoryContextAlloc(TopMemoryContext, guc_len);
-          memcpy(w->gucs, gucs, guc_len);
-          w->guc_len = guc_len;
-        }
-      }
-      pfree(b.data);
-    }
-    pfree(gucs);
+  if (busy) {  // (a program in parts inside a part of one: a function of the loss takes a gradient)
+    RunProgram(prog, owner, out);
+    return;
   }
+  DrainWorkers();  // (answers an error in a drain itself left waiting)
+  Pool *p = WorkersMay(prog) ? PoolOf(n - 1) : nullptr;
   CollectOrDrain(prog, owner, out, p, n);
   // the mean of the parts (DistributedDataParallel's)
   if (!out->loss_isnull) out->loss /= n;
@@ -513,7 +571,8 @@ void DefineShardSettings() {
                           "A program whose loss keeps ddx_in_shard(key) runs as this many parts, each over the keys "
                           "of its part, in background workers of the session beside the backend; its gradients and "
                           "loss are the mean of the parts' (DistributedDataParallel's). 1: one part.",
-                          &shards, 1, 1, 64, PGC_USERSET, 0, NULL, NULL, NULL);
+                          &shards, 1, 1, kMaxWorkers + 1, PGC_USERSET, 0, NULL, NULL, NULL);
+  RegisterXactCallback(AtXactEnd, nullptr);
 }
 
 }  // namespace ddx::pg

@@ -7,6 +7,7 @@
 #include "internal.h"
 
 extern "C" {
+#include "port/atomics.h"
 #include "storage/proc.h"
 #include "storage/shm_mq.h"
 }
@@ -20,16 +21,23 @@ extern int n_shards;
 
 constexpr Size kRequestQueue = 64 * 1024;
 constexpr Size kReplyQueue = 512 * 1024;
+constexpr int kMaxWorkers = 63;  // (ddx.shards is at most 64)
 
 // The segment the backend shares with its workers: this header, then per
-// worker its request queue and its reply queue.
+// worker its request queue and its reply queue. canceled[slot]: the last
+// request of that worker the backend gave up on and sent SIGINT for (a
+// worker drops a pending cancel only where it is of an earlier request).
 struct PoolHeader {
   PGPROC *leader;
   int leader_pid;
   int workers;
+  pg_atomic_uint64 canceled[kMaxWorkers];
 };
 
-// What a worker gets at start (bgw_extra).
+// What a worker gets at start (bgw_extra): it connects as the backend's
+// authenticated user, as a parallel worker does (the session user may be
+// one that cannot log in, after SET SESSION AUTHORIZATION), and takes the
+// session's user from the settings of its first part.
 struct WorkerStart {
   Oid database;
   Oid user;
@@ -42,9 +50,10 @@ inline shm_mq *RequestQueue(void *base, int slot) {
 }
 inline shm_mq *ReplyQueue(void *base, int slot) { return (shm_mq *)((char *)RequestQueue(base, slot) + kRequestQueue); }
 
-// --- messages: a request is the part's number, the backend's user, snapshot,
-// settings (when changed), the program and its parameters (RunSharded's
-// PutRequest); an answer is the request's number, then 'R' and the part's
+// --- messages: a request is the part's number, the backend's user, its
+// transaction's isolation level and start times, its snapshot, settings
+// (when changed), the program and its parameters (RunSharded's PutRequest);
+// an answer is the request's number, then 'R' and the part's
 // sums (PutResult) or 'E' and an error's fields (PutError).
 
 inline void Put(StringInfo b, const void *p, Size n) { appendBinaryStringInfo(b, (const char *)p, (int)n); }

@@ -151,14 +151,6 @@ SELECT agrees(2);
 SELECT agrees(2);
 SELECT count(*) AS workers, array_agg(p) <> :'before' AS a_new_worker FROM workers() p;
 
--- a temporary table in the loss: the parts run here
-CREATE TEMP TABLE yt AS SELECT * FROM y;
-CREATE VIEW loss_temp AS
-  WITH z AS (SELECT x.n, sum(x.v * w.val) AS z FROM x JOIN w ON w.i = x.i WHERE ddx_in_shard(x.n) GROUP BY x.n)
-  SELECT avg(power(z.z - y.v, 2)) AS l FROM z JOIN yt y ON y.n = z.n;
-SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS temp_table
-  FROM (SELECT w.i, grad('loss_temp', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
-
 -- training: each step's gradient in parts (its transaction writes nothing
 -- before its gradient), SGD's steps as the closed form takes them; every
 -- step's second part in the worker, the first step's too (its loss raises
@@ -192,6 +184,93 @@ SELECT bool_and(abs(t.val - w.val) <= 1e-12) AS trained_as_the_oracle FROM train
 -- (its worker served the steps: it shows its last part in pg_stat_activity)
 SELECT count(*) AS workers, bool_and(a.state_change > :'started' AND a.query = 'ddx part 2 of 2') AS served_the_steps
   FROM workers() p JOIN pg_stat_activity a ON a.pid = p;
+
+-- a worker plans no parallel query (a Gather would make it, a member of the
+-- backend's lock group, the leader of one of its own): under
+-- force_parallel_mode a query of the loss's functions would have one
+CREATE FUNCTION gather_in_part_2() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  line text;
+BEGIN
+  IF ddx_shard() = 1 THEN
+    FOR line IN EXECUTE 'EXPLAIN SELECT count(*) FROM shards.x' LOOP
+      IF line LIKE '%Gather%' THEN
+        RAISE EXCEPTION 'a parallel plan in part 2: %', line;
+      END IF;
+    END LOOP;
+  END IF;
+  RETURN 0;
+END $$;
+CREATE VIEW loss_parallel AS
+  SELECT l + (SELECT count(*) FROM x WHERE ddx_in_shard(x.n) AND x.n > gather_in_part_2()) * 0 AS l FROM loss;
+-- (force_parallel_mode, debug_parallel_query from PostgreSQL 16)
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'debug_parallel_query'
+                       ELSE 'force_parallel_mode' END, 'on', false) AS parallel_forced;
+SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS no_parallel_plan_in_a_worker
+  FROM (SELECT w.i, grad('loss_parallel', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'debug_parallel_query'
+                       ELSE 'force_parallel_mode' END, 'off', false) AS parallel_as_before;
+
+-- a gradient in parts inside a security-definer function, then one outside
+-- it with other settings: between parts the worker is back to its own user
+-- and context (a definer's context kept would refuse the next settings)
+CREATE FUNCTION agrees_definer() RETURNS boolean LANGUAGE sql SECURITY DEFINER
+  SET search_path = public, shards AS $$ SELECT shards.agrees(2) $$;
+SELECT agrees_definer();
+SET shards_test.scale = 11;
+SELECT agrees(2) AS after_a_definer;
+
+-- now() in a worker's part is the backend's, and so is the isolation level
+CREATE FUNCTION backend_xact_in_part_2() RETURNS int LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF ddx_shard() = 1 AND now() <> current_setting('shards_test.now')::timestamptz THEN
+    RAISE EXCEPTION 'now() in part 2 is %, in the backend %', now(), current_setting('shards_test.now');
+  END IF;
+  IF ddx_shard() = 1 AND current_setting('transaction_isolation') <> current_setting('shards_test.iso') THEN
+    RAISE EXCEPTION 'part 2 runs in %, the backend in %', current_setting('transaction_isolation'),
+                    current_setting('shards_test.iso');
+  END IF;
+  RETURN 0;
+END $$;
+CREATE VIEW loss_xact AS
+  SELECT l + (SELECT count(*) FROM x WHERE ddx_in_shard(x.n) AND x.n > backend_xact_in_part_2()) * 0 AS l FROM loss;
+BEGIN;
+SELECT set_config('shards_test.now', now()::text, true) IS NOT NULL AND
+       set_config('shards_test.iso', current_setting('transaction_isolation'), true) IS NOT NULL AS noted;
+SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS read_committed
+  FROM (SELECT w.i, grad('loss_xact', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
+COMMIT;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT set_config('shards_test.now', now()::text, true) IS NOT NULL AND
+       set_config('shards_test.iso', current_setting('transaction_isolation'), true) IS NOT NULL AS noted;
+SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS repeatable_read
+  FROM (SELECT w.i, grad('loss_xact', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
+COMMIT;
+
+-- ddx.shards back to 1: the workers end with the statement's transaction
+-- (they hold max_worker_processes slots, which others share)
+SELECT count(*) AS workers FROM workers();
+RESET ddx.shards;
+DO $$
+BEGIN
+  FOR k IN 1 .. 1200 LOOP  -- (up to a minute)
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'ddx shard'
+                           AND leader_pid = pg_backend_pid());
+    PERFORM pg_sleep(0.05);
+    PERFORM pg_stat_clear_snapshot();
+  END LOOP;
+END $$;
+SELECT count(*) AS workers_after_reset FROM workers();
+SET ddx.shards = 2;
+
+-- a temporary table in the loss, or any in the session (a function of the
+-- loss could name one without its schema): the parts run here, as right
+CREATE TEMP TABLE yt AS SELECT * FROM y;
+CREATE VIEW loss_temp AS
+  WITH z AS (SELECT x.n, sum(x.v * w.val) AS z FROM x JOIN w ON w.i = x.i WHERE ddx_in_shard(x.n) GROUP BY x.n)
+  SELECT avg(power(z.z - y.v, 2)) AS l FROM z JOIN yt y ON y.n = z.n;
+SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS temp_table
+  FROM (SELECT w.i, grad('loss_temp', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
 
 RESET ddx.shards;
 RESET search_path;
