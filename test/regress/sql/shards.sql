@@ -264,13 +264,21 @@ SELECT count(*) AS workers_after_reset FROM workers();
 SET ddx.shards = 2;
 
 -- a temporary table in the loss, or any in the session (a function of the
--- loss could name one without its schema): the parts run here, as right
+-- loss could name one without its schema): the parts run here, as right;
+-- once the session has none, in the workers again
 CREATE TEMP TABLE yt AS SELECT * FROM y;
 CREATE VIEW loss_temp AS
   WITH z AS (SELECT x.n, sum(x.v * w.val) AS z FROM x JOIN w ON w.i = x.i WHERE ddx_in_shard(x.n) GROUP BY x.n)
   SELECT avg(power(z.z - y.v, 2)) AS l FROM z JOIN yt y ON y.n = z.n;
 SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS temp_table
   FROM (SELECT w.i, grad('loss_temp', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
+-- (a loss that does not name it: its part 2 in the backend too)
+SELECT w.i, grad('loss_train', w.val) FROM w;
+-- none any more: the workers again
+DROP VIEW loss_temp;
+DROP TABLE yt;
+SELECT bool_and(abs(d.g - o.g) <= 1e-12 * greatest(1, abs(o.g))) AS in_a_worker_again
+  FROM (SELECT w.i, grad('loss_train', w.val) AS g FROM w) d JOIN oracle(2) o ON o.i = d.i;
 
 RESET ddx.shards;
 RESET search_path;
