@@ -16,6 +16,8 @@
 extern "C" {
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "libpq/libpq-be.h"
+#include "libpq/libpq.h"
 #include "miscadmin.h"
 #include "optimizer/planner.h"
 #include "pgstat.h"
@@ -108,6 +110,41 @@ static void SetStartTimestamps(TimestampTz xact_ts, TimestampTz stmt_ts) {
   ParallelWorkerNumber = was;
 }
 
+// A part's notices (RAISE NOTICE in a function of the loss, a WARNING) go
+// to the backend, which raises them as its own (shards.cpp, ForwardNotice),
+// as a parallel worker's go to its leader: the worker's messages are sent
+// "to the client" (whereToSendOutput = DestRemote, so client_min_messages,
+// restored with the backend's settings, decides which), and the client is
+// these methods, which put each NoticeResponse on the reply queue after the
+// request's number and 'N', before the part's answer. Not pqmq's methods
+// (pq_redirect_to_shm_mq): an interrupt while they wait on a full queue
+// leaves them busy for good, and the next message detaches the queue that
+// the answers take. Here a send is whole, with interrupts held, as
+// Reply's; messages between parts, and errors (a part's are caught and
+// answered; a FATAL one's is the server log's), are not sent.
+static shm_mq_handle *notice_queue = nullptr;
+static uint64 notice_seq = 0;  // (the request whose part runs; 0 between parts)
+
+static int PutNotice(char msgtype, const char *s, size_t len) {
+  if (msgtype != 'N' || notice_seq == 0 || notice_queue == nullptr) return 0;
+  StringInfoData b;
+  initStringInfo(&b);
+  PutValue(&b, notice_seq);
+  PutValue<char>(&b, 'N');
+  Put(&b, s, len);
+  HOLD_INTERRUPTS();
+  shm_mq_result sent = shm_mq_send(notice_queue, b.len, b.data, false, true);
+  RESUME_INTERRUPTS();
+  pfree(b.data);
+  return sent == SHM_MQ_SUCCESS ? 0 : EOF;  // (the backend gone: the answer's send exits)
+}
+static void PutNoticeNoblock(char msgtype, const char *s, size_t len) { (void)PutNotice(msgtype, s, len); }
+static void NoticesReset() {}
+static int NoticesFlush() { return 0; }
+static bool NoticesPending() { return false; }
+static const PQcommMethods kNoticeMethods = {NoticesReset, NoticesFlush, NoticesFlush,
+                                            NoticesPending, PutNotice, PutNoticeNoblock};
+
 // Sends an answer whole (see RunSharded's requests); exits where the
 // backend is gone.
 static void Reply(shm_mq_handle *mq, StringInfo b) {
@@ -140,6 +177,10 @@ void ddx_shard_main(Datum arg) {
   BackgroundWorkerInitializeConnectionByOid(start.database, start.user, BGWORKER_BYPASS_ALLOWCONN);
   prev_planner = planner_hook;
   planner_hook = NoParallelPlanner;
+  notice_queue = reply;
+  PqCommMethods = &kNoticeMethods;
+  FrontendProtocol = PG_PROTOCOL_LATEST;
+  whereToSendOutput = DestRemote;
   Oid own_user;
   int own_sec;
   GetUserIdAndSecContext(&own_user, &own_sec);
@@ -161,6 +202,7 @@ void ddx_shard_main(Datum arg) {
       memcpy(msg, data, len);
       Reader r = {msg, msg + len};
       seq = TakeValue<uint64>(&r);
+      notice_seq = seq;
       // (a cancel of an earlier part, whose answer the backend has dropped;
       // one of this part, sent before it was read, stands)
       pg_read_barrier();
@@ -241,11 +283,13 @@ void ddx_shard_main(Datum arg) {
       PutValue(&b, (uint64)seq);
       PutResult(&b, &res);
       Reply(reply, &b);
+      notice_seq = 0;
       pgstat_report_activity(STATE_IDLE, nullptr);
     }
     PG_CATCH();
     {
       HOLD_INTERRUPTS();
+      notice_seq = 0;
       InitializingParallelWorker = false;
       this_shard = 0;
       n_shards = 1;

@@ -40,7 +40,9 @@
 //   does), so its locks never wait behind a lock request that waits for the
 //   backend, which would be a deadlock the detector could not see.
 // Its transaction is read-only: a loss that writes fails in the worker
-// instead of writing in a transaction of its own.
+// instead of writing in a transaction of its own. Its notices (RAISE NOTICE
+// in a function of the loss) come before its answer, and the backend raises
+// them as its own (ForwardNotice), as a parallel worker's leader does.
 //
 // A worker runs only while the backend waits for it: every part the backend
 // sent is answered before the backend leaves the program, also on an error
@@ -69,6 +71,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "utils/fmgroids.h"
 #include "commands/extension.h"
+#include "libpq/pqmq.h"
 #include "nodes/supportnodes.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
@@ -364,6 +367,21 @@ void RaiseWorkerError(Reader *r, int shard, int n, pid_t pid) {
   ThrowErrorData(&e);
 }
 
+// Raises a notice a worker's part sent (shard_worker.cpp, PutNotice) as the
+// backend's own, with a line of context naming the part: the client sees
+// it as it would see it where the part ran here, after part 0's own.
+void ForwardNotice(Reader *r, int shard, int n, pid_t pid) {
+  StringInfoData msg;
+  initStringInfo(&msg);
+  appendBinaryStringInfo(&msg, r->p, (int)(r->end - r->p));
+  ErrorData e;
+  pq_parse_errornotice(&msg, &e);
+  if (e.elevel >= ERROR) return;  // (only notices come this way)
+  e.context = psprintf("%s%sddx part %d of %d (ddx.shards), background worker %d", e.context ? e.context : "",
+                       e.context ? "\n" : "", shard + 1, n, (int)pid);
+  ThrowErrorData(&e);
+}
+
 // Part `shard` of `n`, run here into `out` (its sums and loss).
 void RunPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, int shard, int n) {
   int was_shard = this_shard, was_n = n_shards;
@@ -421,8 +439,8 @@ void DrainWorkers() {
         break;
       }
       uint64 seq = 0;
-      if (len >= sizeof seq) memcpy(&seq, data, sizeof seq);
-      if (seq == w->waiting) break;
+      if (len > sizeof seq) memcpy(&seq, data, sizeof seq);
+      if (seq == w->waiting && ((const char *)data)[sizeof seq] != 'N') break;  // (its answer, not a notice)
     }
     w->waiting = 0;
     ForgetSettings(w);
@@ -450,8 +468,13 @@ pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, Exec
       }
       Reader r = {(const char *)data, (const char *)data + len};
       if (TakeValue<uint64>(&r) != w->waiting) continue;  // (an answer to a request given up)
+      char kind = TakeValue<char>(&r);
+      if (kind == 'N') {  // (a notice of the part, before its answer)
+        ForwardNotice(&r, i + 1, n, w->pid);
+        continue;
+      }
       w->waiting = 0;
-      if (TakeValue<char>(&r) == 'E') {
+      if (kind == 'E') {
         ForgetSettings(w);  // (its settings may be half restored)
         RaiseWorkerError(&r, i + 1, n, w->pid);
       }

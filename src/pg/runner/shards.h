@@ -54,7 +54,9 @@ inline shm_mq *ReplyQueue(void *base, int slot) { return (shm_mq *)((char *)Requ
 // transaction's isolation level and start times, its snapshot, settings
 // (when changed), the program and its parameters (RunSharded's PutRequest);
 // an answer is the request's number, then 'R' and the part's
-// sums (PutResult) or 'E' and an error's fields (PutError).
+// sums (PutResult) or 'E' and an error's fields (PutError). Before it, the
+// part's notices: the request's number, 'N' and a NoticeResponse's fields
+// (shard_worker.cpp, PutNotice).
 
 inline void Put(StringInfo b, const void *p, Size n) { appendBinaryStringInfo(b, (const char *)p, (int)n); }
 template <typename T>

@@ -119,6 +119,26 @@ END $$;
 SELECT agrees(2);
 SELECT array_agg(p) = :'before' AS same_worker FROM workers() p;
 
+-- a part's notices and warnings reach the client, as the backend's own
+-- (after part 1's), as client_min_messages has them (terse: their context
+-- names the worker's process)
+CREATE FUNCTION say_part() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE NOTICE 'in part % of %', ddx_shard() + 1, ddx_shards();
+  IF ddx_shard() = 1 THEN
+    RAISE WARNING 'a warning of part 2';
+  END IF;
+  RETURN 0;
+END $$;
+CREATE VIEW loss_notice AS SELECT l + (SELECT say_part()) * 0 AS l FROM loss;
+\set VERBOSITY terse
+SET client_min_messages = notice;
+SELECT count(grad('loss_notice', w.val)) AS gradients FROM w;
+SET client_min_messages = warning;
+SELECT count(grad('loss_notice', w.val)) AS gradients FROM w;
+\set VERBOSITY default
+SELECT agrees(2), array_agg(p) = :'before' AS same_worker FROM workers() p;
+
 -- a cancel while a worker runs its part: the statement is canceled, the
 -- worker's part stopped and its answer dropped; the next program is right
 CREATE FUNCTION slow_in_part_2() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
