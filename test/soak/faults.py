@@ -19,6 +19,8 @@
   session steps (a run on another table trains beside it), ddx_runs shows the training session, its rate and ETA, and a
   cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
   time, steps/s and ETA.
+- A backend terminated while a shard worker (ddx.shards) runs its part:
+  the part ends with it.
 - A session keeps what it worked out for a run's step until the catalogs may
   have changed: a view of the loss redefined by another session counts from
   the next step (SGD's closed form).
@@ -458,6 +460,48 @@ def catalog_changed_elsewhere():
     b.close()
 
 
+def shards_terminated():
+    """A backend terminated while a shard worker runs its part: the part
+    stops with it (the worker answers the backend's cancel and exits), it
+    does not run on for as long as the part would take."""
+    a, b = connect(), connect()
+    q(a, """CREATE TABLE sx (n int, val float8);
+            INSERT INTO sx SELECT n, n FROM generate_series(1, 4) n;
+            CREATE FUNCTION slow_part_2() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+            BEGIN
+              IF ddx_shard() = 1 AND current_setting('faults.slow', true) = 'on' THEN
+                PERFORM pg_sleep(60);
+              END IF;
+              RETURN 0;
+            END $$;
+            CREATE VIEW ls AS SELECT sum(val * val) + (SELECT slow_part_2()) * 0 AS l FROM sx WHERE ddx_in_shard(n);""")
+    q(a, "SET ddx.shards = 2")
+    grad = "SELECT count(grad('ls', sx.val)) FROM sx"
+    q(a, grad)  # (the worker started, its part quick)
+    apid = q(a, "SELECT pg_backend_pid()")[0][0]
+    worker = q(b, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'ddx shard' AND leader_pid = %s", (apid,))
+    q(a, "SET faults.slow = on")
+    errors = []
+    t = threading.Thread(target=lambda: _swallow(lambda: q(a, grad)) or errors.append(1))
+    t.start()
+    time.sleep(1.0)
+    running = q(b, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+                (worker[0][0],))[0][0] if worker else 0
+    q(b, "SELECT pg_terminate_backend(%s)", (apid,))
+    t.join(10)
+    gone = None
+    for i in range(100):  # (up to 10 s; the part would sleep 60)
+        if q(b, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (worker[0][0],))[0][0] == 0:
+            gone = i / 10
+            break
+        time.sleep(0.1)
+    report(f"a backend terminated while its shard worker runs a part: the part ends with it ({gone} s)",
+           len(worker) == 1 and running == 1 and gone is not None,
+           f"workers {worker}, part running {running}, worker gone after {gone} s")
+    q(b, "DROP VIEW ls; DROP FUNCTION slow_part_2(); DROP TABLE sx")
+    b.close()
+
+
 def main():
     admin = psycopg2.connect(dbname="postgres")
     admin.autocommit = True
@@ -466,7 +510,7 @@ def main():
     admin.close()
     setup(connect())
     for test in (interrupted_backward, concurrent_sessions, concurrent_writer, one_trainer_per_run,
-                 catalog_changed_elsewhere, crash_during_training):
+                 catalog_changed_elsewhere, shards_terminated, crash_during_training):
         try:
             test()
         except Exception as e:

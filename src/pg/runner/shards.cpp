@@ -562,11 +562,18 @@ pg_noinline void CollectOrDrain(const ProgramText &prog, MemoryContext owner, Ex
 // At a transaction's end, the pool of a session that has set ddx.shards back
 // to 1 is dropped: its workers hold max_worker_processes slots, which
 // parallel query and other extensions share.
-// (An abort of the top transaction ends any program: a drain cut short by
-// an error of its own left `busy` set, and its workers are drained at the
-// next program.)
+// An abort of the top transaction ends any program. Its parts are stopped
+// and answered here where no handler did: a FATAL error (the backend
+// terminated, pg_terminate_backend, while it waited for a part) does not
+// unwind to CollectOrDrain's, and proc_exit aborts the transaction before
+// it detaches the segment, so no worker reads on after the backend is
+// gone. (A drain cut short by an error of its own left `busy` set; its
+// workers are drained at the next program.)
 void AtXactEnd(XactEvent event, void *) {
-  if (event == XACT_EVENT_ABORT) busy = false;
+  if (event == XACT_EVENT_ABORT) {
+    DrainWorkers();
+    busy = false;
+  }
   if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT) && pool && !busy && shards <= 1) DropPool();
 }
 
