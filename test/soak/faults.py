@@ -20,7 +20,9 @@
   cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
   time, steps/s and ETA.
 - A backend terminated while a shard worker (ddx.shards) runs its part:
-  the part ends with it.
+  the part ends with it. Workers that cannot start (before 17, a user who
+  lost LOGIN): the backend computes every part, says so once, and does not
+  start them at every program.
 - A session keeps what it worked out for a run's step until the catalogs may
   have changed: a view of the loss redefined by another session counts from
   the next step (SGD's closed form).
@@ -502,6 +504,41 @@ def shards_terminated():
     b.close()
 
 
+def shards_unstarted():
+    """Shard workers of a session whose user lost LOGIN since it connected:
+    before 17, they cannot start, and every part runs in the backend, the
+    gradient right, a NOTICE once, no pool started again at every program
+    (its FATAL in the server log each time); from 17 they start, as
+    parallel workers do (BGWORKER_BYPASS_ROLELOGINCHECK)."""
+    admin = connect()
+    q(admin, """DROP ROLE IF EXISTS ddx_faults_nc; CREATE ROLE ddx_faults_nc LOGIN;
+                CREATE TABLE nc (n int, val float8); INSERT INTO nc SELECT n, n FROM generate_series(1, 4) n;
+                GRANT SELECT ON nc TO ddx_faults_nc;""")
+    s = psycopg2.connect(dbname=DB, user="ddx_faults_nc")
+    s.autocommit = True
+    q(admin, "ALTER ROLE ddx_faults_nc NOLOGIN")
+    try:
+        q(s, "SET ddx.shards = 2")
+        # the mean of the parts' gradients of sum(val^2 n) over each part's
+        # rows: 2 val n / 2
+        sql = ("WITH loss AS (SELECT sum(val * val * n) AS l FROM nc WHERE ddx_in_shard(n)) "
+               "SELECT n, grad('loss', val) FROM nc ORDER BY n")
+        right = all(q(s, sql) == [(n, float(n * n)) for n in range(1, 5)] for _ in range(3))
+        said = [m for m in s.notices if "exited before its first part" in m]
+        workers = q(s, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'ddx shard' "
+                       "AND leader_pid = pg_backend_pid()")[0][0]
+        v17 = q(s, "SELECT current_setting('server_version_num')::int >= 170000")[0][0]
+    finally:
+        q(admin, "ALTER ROLE ddx_faults_nc LOGIN")
+    report("shard workers of a user who lost LOGIN: " +
+           ("they serve, as parallel workers" if v17 else "the parts in the backend, said once"),
+           right and (said == [] and workers == 1 if v17 else len(said) == 1 and workers == 0),
+           f"right {right}, workers {workers}, notices {s.notices}")
+    s.close()
+    q(admin, "DROP TABLE nc; DROP ROLE ddx_faults_nc")
+    admin.close()
+
+
 def main():
     admin = psycopg2.connect(dbname="postgres")
     admin.autocommit = True
@@ -510,7 +547,7 @@ def main():
     admin.close()
     setup(connect())
     for test in (interrupted_backward, concurrent_sessions, concurrent_writer, one_trainer_per_run,
-                 catalog_changed_elsewhere, shards_terminated, crash_during_training):
+                 catalog_changed_elsewhere, shards_terminated, shards_unstarted, crash_during_training):
         try:
             test()
         except Exception as e:

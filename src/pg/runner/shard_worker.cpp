@@ -174,7 +174,15 @@ void ddx_shard_main(Datum arg) {
   // parallel worker joins: a lock of the connection's own waiting behind
   // one that waits for the backend would be a deadlock no one sees)
   if (!BecomeLockGroupMember(h->leader, h->leader_pid)) proc_exit(0);
+  // (17 on: as its parallel workers, even where the user has lost LOGIN
+  // since the session began; before, such a worker exits here: shards.cpp,
+  // unstarted_at)
+#ifdef BGWORKER_BYPASS_ROLELOGINCHECK
+  BackgroundWorkerInitializeConnectionByOid(start.database, start.user,
+                                            BGWORKER_BYPASS_ALLOWCONN | BGWORKER_BYPASS_ROLELOGINCHECK);
+#else
   BackgroundWorkerInitializeConnectionByOid(start.database, start.user, BGWORKER_BYPASS_ALLOWCONN);
+#endif
   prev_planner = planner_hook;
   planner_hook = NoParallelPlanner;
   notice_queue = reply;

@@ -103,6 +103,7 @@ struct Worker {
   pid_t pid;
   bool live;
   bool died;       // was live, and is gone (the pool is started again)
+  bool served;     // has answered a request
   uint64 waiting;  // the request it is answering; 0: idle
   char *gucs;      // the settings it has (SerializeGUCState's bytes), or NULL
   Size guc_len;
@@ -120,6 +121,12 @@ struct Pool {
 
 Pool *pool = nullptr;
 bool no_slot_said = false;
+// The ddx.shards whose workers exited before their first answer: they could
+// not start (their FATAL is in the server log: before 17, the session's
+// user lost LOGIN since it connected, say), and a pool started again at
+// every step would fail again at every step. Tried again when ddx.shards
+// changes, or in a new session.
+int unstarted_at = 0;
 bool busy = false;  // a program in parts is running: the pool is in use
 
 // The settings a worker has, forgotten: the next request sends them all.
@@ -440,7 +447,10 @@ void DrainWorkers() {
       }
       uint64 seq = 0;
       if (len > sizeof seq) memcpy(&seq, data, sizeof seq);
-      if (seq == w->waiting && ((const char *)data)[sizeof seq] != 'N') break;  // (its answer, not a notice)
+      if (seq == w->waiting && ((const char *)data)[sizeof seq] != 'N') {  // (its answer, not a notice)
+        w->served = true;
+        break;
+      }
     }
     w->waiting = 0;
     ForgetSettings(w);
@@ -474,6 +484,7 @@ pg_noinline void CollectParts(const ProgramText &prog, MemoryContext owner, Exec
         continue;
       }
       w->waiting = 0;
+      w->served = true;
       if (kind == 'E') {
         ForgetSettings(w);  // (its settings may be half restored)
         RaiseWorkerError(&r, i + 1, n, w->pid);
@@ -594,7 +605,8 @@ void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     return;
   }
   DrainWorkers();  // (answers an error in a drain itself left waiting)
-  Pool *p = WorkersMay(prog) ? PoolOf(n - 1) : nullptr;
+  if (unstarted_at != n) unstarted_at = 0;
+  Pool *p = !unstarted_at && WorkersMay(prog) ? PoolOf(n - 1) : nullptr;
   CollectOrDrain(prog, owner, out, p, n);
   // the mean of the parts (DistributedDataParallel's)
   if (!out->loss_isnull) out->loss /= n;
@@ -606,9 +618,22 @@ void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     for (KeyedEntry *e; (e = (KeyedEntry *)hash_seq_search(&s)) != nullptr;) e->g /= n;
   }
   // (a worker that died is replaced at the next program by a pool started
-  // again)
-  for (int i = 0; p && pool == p && i < p->size; i++)
-    if (p->workers[i].died) DropPool();
+  // again; not one that died before its first answer: see unstarted_at)
+  bool died = false, unstarted = false;
+  for (int i = 0; p && pool == p && i < p->size; i++) {
+    died = died || p->workers[i].died;
+    unstarted = unstarted || (p->workers[i].died && !p->workers[i].served);
+  }
+  if (died) DropPool();
+  if (unstarted) {
+    unstarted_at = n;
+    ereport(NOTICE, (errmsg("ddx.shards = %d: a background worker exited before its first part; the backend runs "
+                            "every part itself",
+                            n),
+                     errdetail("The server log says why: a worker connects as the session's user, who may have "
+                               "lost the LOGIN attribute since the session began."),
+                     errhint("Set ddx.shards again, to another number, to start workers once more.")));
+  }
 }
 
 void DefineShardSettings() {
