@@ -44,6 +44,7 @@ DECLARE
   started timestamptz;
   secs float8;
   other text;
+  rd record;
 BEGIN
   IF optimizer IS NULL OR optimizer NOT IN ('adamw', 'adam', 'sgd') THEN
     RAISE EXCEPTION 'unknown optimizer "%"', optimizer USING ERRCODE = '22023', HINT = 'Use adamw, adam or sgd.';
@@ -117,10 +118,23 @@ BEGIN
                    'what it has done.';
   END IF;
   UPDATE _ddx.run x SET target_step = steps, train_started = clock_timestamp(), train_from = done WHERE x.id = run_id;
+  -- the optimizer's state tables of the parameter tables the loss reads
+  -- (those the step keeps: _ddx.optimizer_step), made here where a first
+  -- step would make them
+  IF commits AND (optimizer <> 'sgd' OR coalesce(momentum, 0) <> 0) THEN
+    SELECT * INTO rd FROM _ddx.loss_reads(regexp_replace(loss_sql, '[\s;]+$', ''), ARRAY(SELECT x.tbl FROM unnest(tabs) x),
+                                          ARRAY(SELECT x.cols[1] FROM unnest(tabs) x));
+    FOR i IN 1 .. coalesce(array_length(rd.reads, 1), 0) LOOP
+      IF rd.reads[i] THEN
+        PERFORM _ddx.state_table_for(tabs[i].tbl, (SELECT x.owner FROM _ddx.run x WHERE x.id = run_id));
+      END IF;
+    END LOOP;
+  END IF;
   -- committed before the first step, so that every step's transaction writes
   -- nothing before its gradient and, under ddx.shards, the gradient's parts
   -- run in the session's workers from the first step on (a transaction
-  -- with an XID computes them all in the backend: src/pg/runner/shards.cpp)
+  -- with an XID computes them all in the backend: src/pg/runner/shards.cpp;
+  -- so is the DDL of the state tables above)
   IF commits THEN
     COMMIT;
   END IF;

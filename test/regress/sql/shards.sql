@@ -204,6 +204,28 @@ SELECT bool_and(abs(t.val - w.val) <= 1e-12) AS trained_as_the_oracle FROM train
 -- (its worker served the steps: it shows its last part in pg_stat_activity)
 SELECT count(*) AS workers, bool_and(a.state_change > :'started' AND a.query = 'ddx part 2 of 2') AS served_the_steps
   FROM workers() p JOIN pg_stat_activity a ON a.pid = p;
+-- AdamW on a parameter table without optimizer state yet: ddx_train makes
+-- its state table before its first COMMIT, so the first step (which would
+-- otherwise make it, an XID) has its part 2 in the worker too; its two
+-- steps as torch.optim.AdamW takes them (defaults: betas 0.9, 0.999, eps
+-- 1e-8, weight decay 0.01), from the closed-form gradient
+CREATE TABLE adam_expect AS SELECT i, val, 0::float8 AS m, 0::float8 AS v FROM w;
+CALL ddx_train('SELECT l FROM loss_train', ARRAY['w.val'], 2, 'shards_lr', state_name => 'shards_adam',
+               log_every => 0);
+CREATE TABLE adam_trained AS SELECT * FROM w;
+UPDATE w SET val = e.val FROM adam_expect e WHERE e.i = w.i;
+DO $$
+DECLARE
+  lr float8 := 0.05;
+BEGIN
+  FOR k IN 1 .. 2 LOOP
+    UPDATE shards.adam_expect e SET m = 0.9 * e.m + 0.1 * o.g, v = 0.999 * e.v + 0.001 * o.g * o.g
+      FROM shards.oracle(2) o WHERE o.i = e.i;
+    UPDATE shards.w SET val = w.val * (1 - lr * 0.01) - lr / (1 - 0.9 ^ k) * e.m / (sqrt(e.v) / sqrt(1 - 0.999 ^ k) + 1e-8)
+      FROM shards.adam_expect e WHERE e.i = w.i;
+  END LOOP;
+END $$;
+SELECT bool_and(abs(t.val - w.val) <= 1e-12) AS adamw_as_the_oracle FROM adam_trained t JOIN w USING (i);
 
 -- a worker plans no parallel query (a Gather would make it, a member of the
 -- backend's lock group, the leader of one of its own): under
@@ -306,3 +328,4 @@ DROP SCHEMA shards CASCADE;
 REVOKE ALL ON SCHEMA public FROM ddx_shards_role;
 DROP ROLE ddx_shards_role;
 SELECT ddx_run_drop('shards');
+SELECT ddx_run_drop('shards_adam');
