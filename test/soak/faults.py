@@ -20,7 +20,8 @@
   cancelled ddx_train leaves the run free. Its progress NOTICEs have elapsed
   time, steps/s and ETA.
 - A backend terminated while a shard worker (ddx.shards) runs its part:
-  the part ends with it. Workers that cannot start (before 17, a user who
+  the part ends with it; a worker terminated mid-part is replaced by the
+  backend, also under client_min_messages = debug3. Workers that cannot start (before 17, a user who
   lost LOGIN): the backend computes every part, says so once, and does not
   start them at every program.
 - A session keeps what it worked out for a run's step until the catalogs may
@@ -504,6 +505,49 @@ def shards_terminated():
     b.close()
 
 
+def shards_worker_killed_verbose():
+    """A shard worker terminated mid-part in a session whose
+    client_min_messages is debug3: it logs DEBUG3 lines after its segment is
+    unmapped, which must not go to the queue (a segfault, the cluster
+    restarted); the part is computed again in the backend."""
+    a, b = connect(), connect()
+    q(a, """CREATE TABLE kx (n int, val float8);
+            INSERT INTO kx SELECT n, n FROM generate_series(1, 4) n;
+            CREATE FUNCTION slow_part_2k() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+            BEGIN
+              IF ddx_shard() = 1 AND current_setting('faults.slow', true) = 'on' THEN
+                PERFORM pg_sleep(2);
+              END IF;
+              RETURN 0;
+            END $$;
+            CREATE VIEW lk AS SELECT sum(val * val * n) + (SELECT slow_part_2k()) * 0 AS l FROM kx WHERE ddx_in_shard(n);""")
+    q(a, "SET ddx.shards = 2")
+    grad = "SELECT n, grad('lk', val) FROM kx ORDER BY n"
+    q(a, grad)
+    apid = q(a, "SELECT pg_backend_pid()")[0][0]
+    worker = q(b, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'ddx shard' AND leader_pid = %s", (apid,))
+    q(a, "SET faults.slow = on; SET client_min_messages = debug3")
+    got = []
+    t = threading.Thread(target=lambda: _swallow(lambda: got.append(q(a, grad))))
+    t.start()
+    time.sleep(0.8)
+    q(b, "SELECT pg_terminate_backend(%s)", worker[0])
+    t.join(30)
+    try:
+        alive = q(b, "SELECT 1")[0][0] == 1
+    except psycopg2.Error:
+        alive = False
+    # the mean of the parts' gradients of sum(val^2 n): 2 val n / 2
+    right = got == [[(n, float(n * n)) for n in range(1, 5)]]
+    report("a shard worker terminated mid-part under client_min_messages = debug3: no crash, the part redone",
+           len(worker) == 1 and alive and right, f"workers {worker}, server alive {alive}, got {got}")
+    if not alive:
+        b = connect()
+    q(b, "DROP VIEW lk; DROP FUNCTION slow_part_2k(); DROP TABLE kx")
+    a.close()
+    b.close()
+
+
 def shards_unstarted():
     """Shard workers of a session whose user lost LOGIN since it connected:
     before 17, they cannot start, and every part runs in the backend, the
@@ -547,7 +591,8 @@ def main():
     admin.close()
     setup(connect())
     for test in (interrupted_backward, concurrent_sessions, concurrent_writer, one_trainer_per_run,
-                 catalog_changed_elsewhere, shards_terminated, shards_unstarted, crash_during_training):
+                 catalog_changed_elsewhere, shards_terminated, shards_worker_killed_verbose, shards_unstarted,
+                 crash_during_training):
         try:
             test()
         except Exception as e:

@@ -122,21 +122,33 @@ static void SetStartTimestamps(TimestampTz xact_ts, TimestampTz stmt_ts) {
 // the answers take. Here a send is whole, with interrupts held, as
 // Reply's; messages between parts, and errors (a part's are caught and
 // answered; a FATAL one's is the server log's), are not sent.
+// Not once the segment is detached (proc_exit detaches it, then logs
+// DEBUG3 lines that a client_min_messages of debug3 would send: NoticesOff,
+// as pqmq's own callback), nor inside a send (a message of proc_exit's
+// while the postmaster's death cut one short).
 static shm_mq_handle *notice_queue = nullptr;
 static uint64 notice_seq = 0;  // (the request whose part runs; 0 between parts)
+static bool notice_sending = false;
 
 static int PutNotice(char msgtype, const char *s, size_t len) {
-  if (msgtype != 'N' || notice_seq == 0 || notice_queue == nullptr) return 0;
+  if (msgtype != 'N' || notice_seq == 0 || notice_queue == nullptr || notice_sending) return 0;
   StringInfoData b;
   initStringInfo(&b);
   PutValue(&b, notice_seq);
   PutValue<char>(&b, 'N');
   Put(&b, s, len);
+  notice_sending = true;
   HOLD_INTERRUPTS();
   shm_mq_result sent = shm_mq_send(notice_queue, b.len, b.data, false, true);
   RESUME_INTERRUPTS();
+  notice_sending = false;
   pfree(b.data);
   return sent == SHM_MQ_SUCCESS ? 0 : EOF;  // (the backend gone: the answer's send exits)
+}
+static void NoticesOff(dsm_segment *, Datum) {
+  notice_queue = nullptr;
+  notice_seq = 0;
+  whereToSendOutput = DestNone;
 }
 static void PutNoticeNoblock(char msgtype, const char *s, size_t len) { (void)PutNotice(msgtype, s, len); }
 static void NoticesReset() {}
@@ -151,7 +163,10 @@ static void Reply(shm_mq_handle *mq, StringInfo b) {
   HOLD_INTERRUPTS();
   shm_mq_result sent = shm_mq_send(mq, b->len, b->data, false, true);
   RESUME_INTERRUPTS();
-  if (sent != SHM_MQ_SUCCESS) proc_exit(0);
+  if (sent != SHM_MQ_SUCCESS) {
+    NoticesOff(nullptr, (Datum)0);
+    proc_exit(0);
+  }
 }
 
 void ddx_shard_main(Datum arg) {
@@ -170,6 +185,7 @@ void ddx_shard_main(Datum arg) {
   shm_mq_set_sender(rp, MyProc);
   shm_mq_handle *request = shm_mq_attach(rq, seg, nullptr);
   shm_mq_handle *reply = shm_mq_attach(rp, seg, nullptr);
+  on_dsm_detach(seg, NoticesOff, (Datum)0);  // (after the queues': run before theirs)
   // (in the backend's lock group before anything takes a lock, as a
   // parallel worker joins: a lock of the connection's own waiting behind
   // one that waits for the backend would be a deadlock no one sees)

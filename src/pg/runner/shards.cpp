@@ -189,7 +189,7 @@ Pool *PoolOf(int want) {
   p->size = want;
   p->workers = (Worker *)palloc0(sizeof(Worker) * want);
   pool = p;
-  int started = 0;
+  int started = 0, no_slot = 0;
   for (int i = 0; i < want; i++) {
     shm_mq *rq = shm_mq_create(RequestQueue(base, i), kRequestQueue);
     shm_mq *rp = shm_mq_create(ReplyQueue(base, i), kReplyQueue);
@@ -211,17 +211,22 @@ Pool *PoolOf(int want) {
     Worker *wk = &p->workers[i];
     if (!RegisterDynamicBackgroundWorker(&w, &wk->handle)) {
       wk->handle = nullptr;
+      no_slot++;
       continue;
     }
     wk->request = shm_mq_attach(rq, seg, wk->handle);
     wk->reply = shm_mq_attach(rp, seg, wk->handle);
-    if (WaitForBackgroundWorkerStartup(wk->handle, &wk->pid) != BGWH_STARTED) continue;
+    BgwHandleStatus st = WaitForBackgroundWorkerStartup(wk->handle, &wk->pid);
+    if (st != BGWH_STARTED) {
+      wk->died = st == BGWH_STOPPED;  // (exited already: see unstarted_at)
+      continue;
+    }
     wk->live = true;
     started++;
   }
   p->complete = true;
   MemoryContextSwitchTo(old);
-  if (started < want && !no_slot_said) {
+  if (no_slot > 0 && !no_slot_said) {
     no_slot_said = true;
     ereport(NOTICE, (errmsg("ddx.shards = %d: %d of %d background workers started; the backend runs the other "
                             "parts itself",
@@ -377,16 +382,23 @@ void RaiseWorkerError(Reader *r, int shard, int n, pid_t pid) {
 // Raises a notice a worker's part sent (shard_worker.cpp, PutNotice) as the
 // backend's own, with a line of context naming the part: the client sees
 // it as it would see it where the part ran here, after part 0's own.
+// (Parsed in a context of its own, deleted after: ThrowErrorData copies
+// what it emits.)
 void ForwardNotice(Reader *r, int shard, int n, pid_t pid) {
+  MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "ddx notice", ALLOCSET_SMALL_SIZES);
+  MemoryContext old = MemoryContextSwitchTo(cxt);
   StringInfoData msg;
   initStringInfo(&msg);
   appendBinaryStringInfo(&msg, r->p, (int)(r->end - r->p));
   ErrorData e;
   pq_parse_errornotice(&msg, &e);
-  if (e.elevel >= ERROR) return;  // (only notices come this way)
-  e.context = psprintf("%s%sddx part %d of %d (ddx.shards), background worker %d", e.context ? e.context : "",
-                       e.context ? "\n" : "", shard + 1, n, (int)pid);
-  ThrowErrorData(&e);
+  if (e.elevel < ERROR) {  // (only notices come this way)
+    e.context = psprintf("%s%sddx part %d of %d (ddx.shards), background worker %d", e.context ? e.context : "",
+                         e.context ? "\n" : "", shard + 1, n, (int)pid);
+    ThrowErrorData(&e);
+  }
+  MemoryContextSwitchTo(old);
+  MemoryContextDelete(cxt);
 }
 
 // Part `shard` of `n`, run here into `out` (its sums and loss).
@@ -425,6 +437,17 @@ bool AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, 
 // (on the way out of an error: see the file comment).
 void DrainWorkers() {
   if (!pool) return;
+  // (an error in a drain, an out-of-memory for a large answer say, and the
+  // abort that follows drains again: then the pool is dropped instead, and
+  // each worker exits as it finds its queues detached; drained again and
+  // again, the abort's errors would fill the error stack: a PANIC)
+  static bool draining = false;
+  if (draining) {
+    draining = false;
+    DropPool();
+    return;
+  }
+  draining = true;
   HOLD_INTERRUPTS();
   PoolHeader *h = (PoolHeader *)dsm_segment_address(pool->seg);
   for (int i = 0; i < pool->size; i++) {
@@ -456,6 +479,7 @@ void DrainWorkers() {
     ForgetSettings(w);
   }
   RESUME_INTERRUPTS();
+  draining = false;
 }
 
 // Part 0 here, then each other part's answer (or the part run here where
@@ -630,8 +654,8 @@ void RunSharded(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     ereport(NOTICE, (errmsg("ddx.shards = %d: a background worker exited before its first part; the backend runs "
                             "every part itself",
                             n),
-                     errdetail("The server log says why: a worker connects as the session's user, who may have "
-                               "lost the LOGIN attribute since the session began."),
+                     errdetail("The server log says why: before PostgreSQL 17, for one, a worker cannot connect as "
+                               "a session user who has lost the LOGIN attribute since the session began."),
                      errhint("Set ddx.shards again, to another number, to start workers once more.")));
   }
 }
