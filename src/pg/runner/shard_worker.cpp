@@ -306,8 +306,8 @@ void ddx_shard_main(Datum arg) {
       initStringInfo(&b);
       PutValue(&b, (uint64)seq);
       PutResult(&b, &res);
+      notice_seq = 0;  // (before the answer: a message of proc_exit's, the postmaster gone mid-send, would splice into it)
       Reply(reply, &b);
-      notice_seq = 0;
       pgstat_report_activity(STATE_IDLE, nullptr);
     }
     PG_CATCH();

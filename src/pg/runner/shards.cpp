@@ -438,28 +438,38 @@ bool AddPartHere(const ProgramText &prog, MemoryContext owner, ExecResult *out, 
 void DrainWorkers() {
   if (!pool) return;
   // (an error in a drain, an out-of-memory for a large answer say, and the
-  // abort that follows drains again: then the pool is dropped instead, and
-  // each worker exits as it finds its queues detached; drained again and
-  // again, the abort's errors would fill the error stack: a PANIC)
+  // abort that follows drains again: then the workers still running a part
+  // are terminated and the pool dropped, for drained again and again, the
+  // abort's errors would fill the error stack: a PANIC; terminated, not
+  // left to run on as members of the backend's lock group, whose locks
+  // never conflict with its next transaction's)
   static bool draining = false;
   if (draining) {
     draining = false;
+    for (int i = 0; i < pool->size; i++)
+      if (pool->workers[i].live && pool->workers[i].waiting && pool->workers[i].handle)
+        TerminateBackgroundWorker(pool->workers[i].handle);
     DropPool();
     return;
   }
   draining = true;
   HOLD_INTERRUPTS();
   PoolHeader *h = (PoolHeader *)dsm_segment_address(pool->seg);
+  // every part canceled first, then the answers read: (the request given
+  // up, written before the signal: a worker that has not read it yet keeps
+  // the cancel for it; and the PID asked of the postmaster, not one that a
+  // worker gone may have left to another)
   for (int i = 0; i < pool->size; i++) {
     Worker *w = &pool->workers[i];
     if (!w->live || !w->waiting) continue;
-    // (the request given up, written before the signal: a worker that has
-    // not read it yet keeps the cancel for it; and the PID asked of the
-    // postmaster, not one that a worker gone may have left to another)
     pg_atomic_write_u64(&h->canceled[i], w->waiting);
     pg_memory_barrier();
     pid_t pid;
     if (w->handle && GetBackgroundWorkerPid(w->handle, &pid) == BGWH_STARTED) kill(pid, SIGINT);
+  }
+  for (int i = 0; i < pool->size; i++) {
+    Worker *w = &pool->workers[i];
+    if (!w->live || !w->waiting) continue;
     for (;;) {
       Size len;
       void *data;
@@ -586,8 +596,8 @@ pg_noinline void CollectOrDrain(const ProgramText &prog, MemoryContext owner, Ex
   PG_CATCH();
   {
     MemoryContextSwitchTo(cxt);
+    busy = false;  // (first: an error in the drain caught by a PL/pgSQL block would leave it set)
     DrainWorkers();
-    busy = false;
     PG_RE_THROW();
   }
   PG_END_TRY();
@@ -602,8 +612,9 @@ pg_noinline void CollectOrDrain(const ProgramText &prog, MemoryContext owner, Ex
 // terminated, pg_terminate_backend, while it waited for a part) does not
 // unwind to CollectOrDrain's, and proc_exit aborts the transaction before
 // it detaches the segment, so no worker reads on after the backend is
-// gone. (A drain cut short by an error of its own left `busy` set; its
-// workers are drained at the next program.)
+// gone. (After a drain cut short by an error of its own, the next drain,
+// here or at the next program, terminates the workers still running a
+// part and drops the pool: DrainWorkers.)
 void AtXactEnd(XactEvent event, void *) {
   if (event == XACT_EVENT_ABORT) {
     DrainWorkers();
