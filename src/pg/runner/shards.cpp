@@ -102,7 +102,7 @@ struct Worker {
   shm_mq_handle *reply;
   pid_t pid;
   bool live;
-  bool died;       // was live, and is gone (the pool is started again)
+  bool died;       // is gone: the pool is started again, unless it never served (unstarted_at)
   bool served;     // has answered a request
   uint64 waiting;  // the request it is answering; 0: idle
   char *gucs;      // the settings it has (SerializeGUCState's bytes), or NULL
