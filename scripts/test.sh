@@ -123,6 +123,11 @@ out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/contraction_fuzz.py --queri
 echo "$out" | tail -5
 tally "contraction fuzz" "$out"
 
+note "scalar rules: PostgreSQL's values and ddx's gradients against test/fixtures/scalar_cases.tsv"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/scalar_cases.py 2>&1)
+echo "$out" | tail -5
+tally "scalar cases" "$out"
+
 note "golden snapshots: the gradient programs of the bench workloads and the GPT"
 out=$(PGDATABASE=postgres /usr/bin/python3 test/golden/programs.py 2>&1)
 echo "$out" | tail -3
