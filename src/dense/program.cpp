@@ -1,0 +1,940 @@
+// A loss and its gradient on dense arrays (include/ddx/dense/program.h).
+//
+// Compile walks the loss's relations once, gives each column a role (a
+// coordinate of a dim, or a value), unites the dims that joins equate, and
+// keeps the relations in an order where inputs come first. Run gives each
+// dim its positions (the distinct values its columns take in the scans'
+// rows, in order), fills each relation's arrays forwards, then the
+// adjoints backwards.
+#include "ddx/dense/program.h"
+
+#include "ddx/dense/contract.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <unordered_map>
+
+namespace ddx::dense {
+
+namespace {
+
+bool IsInt(const Type &t) {
+  return t.sql == "pg_catalog.int2" || t.sql == "pg_catalog.int4" || t.sql == "pg_catalog.int8";
+}
+bool IsFloat8(const Type &t) { return t.sql == "pg_catalog.float8"; }
+
+// A numeric constant's value: the translator's `('2'::integer)`, or
+// `'1.5'::pg_catalog.float8`, as PostgreSQL reads it (float8in and
+// numeric_float8 both read the text with strtod). False for anything else.
+bool ConstValue(const Expr &e, double *v) {
+  std::string s = e.text;
+  while (s.size() >= 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  size_t q = s.find('\'', 1);
+  if (s.empty() || s[0] != '\'' || q == std::string::npos || s.compare(q, 3, "'::") != 0) return false;
+  std::string type = s.substr(q + 3), lit = s.substr(1, q - 1);
+  static const char *const kNumeric[] = {"integer",          "bigint",           "smallint",
+                                         "numeric",          "double precision", "pg_catalog.int2",
+                                         "pg_catalog.int4",  "pg_catalog.int8",  "pg_catalog.numeric",
+                                         "pg_catalog.float8"};
+  if (std::find(std::begin(kNumeric), std::end(kNumeric), type) == std::end(kNumeric)) return false;
+  char *end = nullptr;
+  *v = std::strtod(lit.c_str(), &end);
+  return end && *end == '\0' && !lit.empty();
+}
+
+// An equality of two columns (the translator's `=` and the core's own),
+// and the conjuncts of an AND.
+bool IsEquality(const Expr &e) {
+  return e.kind == ExprKind::Opaque && e.args.size() == 2 &&
+         (e.name == "=" || e.text == "($1 OPERATOR(pg_catalog.=) $2)");
+}
+bool IsAnd(const Expr &e) { return e.kind == ExprKind::Opaque && e.name == "AND"; }
+
+}  // namespace
+
+// A column of a relation: a coordinate (its dim's class) or a value.
+struct Column {
+  int dim = -1;         // >= 0: a coordinate of dim `dim` (a class, after Finish)
+  bool active = false;  // a value that carries gradient: one that reads a parameter column
+};
+
+// Whether e reads an active column of `in` (Column::active): where the SQL
+// program writes no term, the dense one computes no partial (whose float
+// checks could raise where PostgreSQL's never run).
+bool ReadsActive(const Expr &e, const std::vector<Column> &in) {
+  if (e.kind == ExprKind::Col) return in[e.col].active;
+  for (const ExprP &a : e.args)
+    if (ReadsActive(*a, in)) return true;
+  return false;
+}
+
+// A grouped sum of products of a join's two sides, sum(l.a * r.b) GROUP BY
+// the dims of one side or the other (each dim that is summed over in both
+// sides, none in both kept): a matrix product (Contract), the join and the
+// projection between never formed.
+struct Product {
+  int join = -1, project = -1;     // the nodes it stands for (read by it alone)
+  int left = -1, right = -1;       // the join's inputs
+  int lcol = -1, rcol = -1;        // the product's columns in them
+  std::vector<int> rows, k, cols;  // the dims: left's kept, summed, right's kept
+};
+
+struct Node {
+  const Rel *rel = nullptr;
+  std::vector<int> inputs;  // node indexes
+  std::vector<Column> cols;
+  std::vector<int> dims;  // the tensor's dims (classes), after Finish
+  bool fused = false;     // computed by the Product of the node reading it
+  Product product;        // an Aggregate's, where product.join >= 0
+};
+
+class Program {
+ public:
+  std::vector<Node> nodes;  // inputs before their readers; the loss last
+  std::vector<const Rel *> scans;
+  std::vector<int> parent;  // union-find over dims
+  int Find(int d) {
+    while (parent[d] != d) d = parent[d] = parent[parent[d]];
+    return d;
+  }
+  int NewDim() {
+    parent.push_back(static_cast<int>(parent.size()));
+    return static_cast<int>(parent.size()) - 1;
+  }
+};
+
+namespace {
+
+struct Compiler {
+  Program *p;
+  std::map<const Rel *, int> seen;
+  std::string why;
+
+  bool Refuse(const std::string &reason) {
+    if (why.empty()) why = reason;
+    return false;
+  }
+
+  // Whether e is a float8 expression of the scalar rules over value columns
+  // of `in` and numeric constants.
+  bool ValueExpr(const Expr &e, const Node &in) {
+    switch (e.kind) {
+      case ExprKind::Col:
+        if (e.side != 0 || e.col < 0 || e.col >= static_cast<int>(in.cols.size()))
+          return Refuse("a column of another relation");
+        if (in.cols[e.col].dim >= 0) return Refuse("an integer key used as a value");
+        return true;
+      case ExprKind::Const: {
+        double v;
+        return ConstValue(e, &v) || Refuse("a constant that is not a number: " + e.text);
+      }
+      case ExprKind::Call: {
+        const ScalarRule *r = FindScalarRule(e.text);
+        if (!r) return Refuse("no numeric form of " + e.text);
+        if (!IsFloat8(e.type) && e.text != "cast") return Refuse(e.text + " of type " + e.type.sql);
+        if (e.text == "cast" && !IsFloat8(e.type)) return Refuse("a cast to " + e.type.sql);
+        for (const ExprP &a : e.args)
+          if (!ValueExpr(*a, in)) return false;
+        return true;
+      }
+      default:
+        return Refuse("an expression of kind " + std::to_string(static_cast<int>(e.kind)));
+    }
+  }
+
+  int Visit(const RelP &r) {
+    auto it = seen.find(r.get());
+    if (it != seen.end()) return it->second;
+    Node n;
+    n.rel = r.get();
+    for (const RelP &in : r->inputs) {
+      int k = Visit(in);
+      if (k < 0) return -1;
+      n.inputs.push_back(k);
+    }
+    if (!Shape(r, &n)) return -1;
+    p->nodes.push_back(std::move(n));
+    int id = static_cast<int>(p->nodes.size()) - 1;
+    seen[r.get()] = id;
+    return id;
+  }
+
+  bool Shape(const RelP &r, Node *n) {
+    switch (r->kind) {
+      case RelKind::Scan:
+        for (const Type &t : r->cols) {
+          size_t c = n->cols.size();
+          if (IsInt(t))
+            n->cols.push_back({p->NewDim(), false});
+          else if (IsFloat8(t))
+            n->cols.push_back({-1, c < r->param.size() && r->param[c] >= 0});
+          else
+            return Refuse("a column of type " + t.sql + " in " + r->table);
+        }
+        p->scans.push_back(r.get());
+        return true;
+      case RelKind::Join: {
+        if (r->join != JoinKind::Inner) return Refuse("an outer join");
+        const Node &l = p->nodes[n->inputs[0]], &rt = p->nodes[n->inputs[1]];
+        n->cols = l.cols;
+        n->cols.insert(n->cols.end(), rt.cols.begin(), rt.cols.end());
+        return !r->cond || Equate(*r->cond, *n);
+      }
+      case RelKind::Project: {
+        const Node &in = p->nodes[n->inputs[0]];
+        for (const ExprP &e : r->exprs) {
+          if (e->kind == ExprKind::Col && e->side == 0 && e->col >= 0 && e->col < static_cast<int>(in.cols.size()) &&
+              in.cols[e->col].dim >= 0) {
+            n->cols.push_back(in.cols[e->col]);
+            continue;
+          }
+          if (!IsFloat8(e->type)) return Refuse("a projected value of type " + e->type.sql);
+          if (!ValueExpr(*e, in)) return false;
+          n->cols.push_back({-1, ReadsActive(*e, in.cols)});
+        }
+        return true;
+      }
+      case RelKind::Aggregate: {
+        const Node &in = p->nodes[n->inputs[0]];
+        if (r->distinct) return Refuse("SELECT DISTINCT");
+        for (int k = 0; k < r->nkeys; k++) {
+          if (in.cols[k].dim < 0) return Refuse("a group key that is not an integer column");
+          n->cols.push_back(in.cols[k]);
+        }
+        for (const AggCall &a : r->aggs) {
+          if (a.fn != "sum") return Refuse("the aggregate " + a.fn);
+          if (a.arg < 0 || in.cols[a.arg].dim >= 0 || !IsFloat8(r->cols[n->cols.size()]))
+            return Refuse("a sum of something other than a float8 value");
+          n->cols.push_back({-1, in.cols[a.arg].active});
+        }
+        return true;
+      }
+      default:
+        return Refuse("a relation of kind " + std::to_string(static_cast<int>(r->kind)));
+    }
+  }
+
+  // The join's condition: conjuncts, each an equality of two integer
+  // columns of the join, whose dims become one.
+  bool Equate(const Expr &c, const Node &n) {
+    if (IsAnd(c)) {
+      for (const ExprP &a : c.args)
+        if (!Equate(*a, n)) return false;
+      return true;
+    }
+    if (!IsEquality(c)) return Refuse("a join condition other than equalities of keys");
+    int d[2];
+    for (int i = 0; i < 2; i++) {
+      const Expr &a = *c.args[i];
+      if (a.kind != ExprKind::Col || a.side != 0 || a.col < 0 || a.col >= static_cast<int>(n.cols.size()) ||
+          n.cols[a.col].dim < 0)
+        return Refuse("a join condition other than equalities of keys");
+      d[i] = n.cols[a.col].dim;
+    }
+    int a = p->Find(d[0]), b = p->Find(d[1]);
+    if (a != b) p->parent[std::max(a, b)] = std::min(a, b);
+    return true;
+  }
+};
+
+// After the dims are united: each column's class, and each node's dims (its
+// inputs' and its own coordinates' classes, in first-seen order; a
+// grouping's: its keys').
+void Finish(Program *p) {
+  for (Node &n : p->nodes) {
+    for (Column &c : n.cols)
+      if (c.dim >= 0) c.dim = p->Find(c.dim);
+    auto add = [&n](int d) {
+      if (std::find(n.dims.begin(), n.dims.end(), d) == n.dims.end()) n.dims.push_back(d);
+    };
+    if (n.rel->kind != RelKind::Aggregate)
+      for (int k : n.inputs)
+        for (int d : p->nodes[k].dims) add(d);
+    for (const Column &c : n.cols)
+      if (c.dim >= 0) add(c.dim);
+  }
+}
+
+bool Has(const std::vector<int> &v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); }
+
+// The grouping `a` as a Product, where it is one (see Product).
+void FindProduct(Program *p, int a, const std::vector<int> &readers) {
+  Node &n = p->nodes[a];
+  const Rel &r = *n.rel;
+  if (r.kind != RelKind::Aggregate || r.aggs.size() != 1) return;
+  int pj = n.inputs[0];
+  const Node &pn = p->nodes[pj];
+  if (pn.rel->kind != RelKind::Project || readers[pj] != 1) return;
+  int jn = pn.inputs[0];
+  const Node &j = p->nodes[jn];
+  if (j.rel->kind != RelKind::Join || readers[jn] != 1) return;
+  const Expr &e = *pn.rel->exprs[r.aggs[0].arg];
+  if (e.kind != ExprKind::Call || e.text != "mul") return;
+  const Expr &x = *e.args[0], &y = *e.args[1];
+  if (x.kind != ExprKind::Col || y.kind != ExprKind::Col) return;
+  int nl = static_cast<int>(p->nodes[j.inputs[0]].cols.size());
+  if ((x.col < nl) == (y.col < nl)) return;  // (both factors of one side)
+  const Expr &l = x.col < nl ? x : y, &rt = x.col < nl ? y : x;
+  Product c;
+  c.join = jn;
+  c.project = pj;
+  c.left = j.inputs[0];
+  c.right = j.inputs[1];
+  c.lcol = l.col;
+  c.rcol = rt.col - nl;
+  const std::vector<int> &dl = p->nodes[c.left].dims, &dr = p->nodes[c.right].dims;
+  for (int d : dl) (Has(n.dims, d) ? c.rows : c.k).push_back(d);
+  for (int d : dr)
+    if (Has(n.dims, d))
+      c.cols.push_back(d);
+    else if (!Has(c.k, d))
+      return;  // (summed over, but in the right side only)
+  for (int d : c.k)
+    if (!Has(dr, d)) return;  // (summed over, but in the left side only)
+  for (int d : c.rows)
+    if (Has(dr, d)) return;  // (a dim both sides keep: a batch of products)
+  p->nodes[pj].fused = p->nodes[jn].fused = true;
+  n.product = std::move(c);
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
+  auto p = std::make_shared<Program>();
+  Compiler c{p.get(), {}, ""};
+  if (c.Visit(loss) < 0) {
+    *why = c.why;
+    return nullptr;
+  }
+  if (loss->cols.size() != 1 || !IsFloat8(loss->cols[0])) {
+    *why = "a loss of other than one float8 column";
+    return nullptr;
+  }
+  Finish(p.get());
+  std::vector<int> readers(p->nodes.size(), 0);
+  for (const Node &n : p->nodes)
+    for (int k : n.inputs) readers[k]++;
+  for (size_t a = 0; a < p->nodes.size(); a++) FindProduct(p.get(), static_cast<int>(a), readers);
+  if (!p->nodes.back().dims.empty()) {
+    *why = "a loss of more than one row";
+    return nullptr;
+  }
+  return p;
+}
+
+const std::vector<const Rel *> &Scans(const Program &p) { return p.scans; }
+
+namespace {
+
+// A dim's positions: the distinct values its columns take, in order. A
+// value's position is its offset where they are a range of integers (keys
+// 0..n-1, the common case), a table's entry where they lie in a span not
+// much wider than their number, else a hash table's.
+struct Dim {
+  size_t n = 0;
+  int64_t base = 0;
+  bool range = true;
+  std::vector<uint32_t> table;  // per value - base: its position (a span)
+  std::unordered_map<int64_t, size_t> index;
+  size_t Pos(double v) const {
+    int64_t k = static_cast<int64_t>(v);
+    if (range) return static_cast<size_t>(k - base);
+    if (!table.empty()) return table[static_cast<size_t>(k - base)];
+    return index.at(k);
+  }
+};
+
+// A tensor: its dims' extents, its cells' presence, and per column its
+// values over the cells (empty for a coordinate), row-major (the first dim
+// slowest).
+struct Tensor {
+  std::vector<int> dims;
+  std::vector<size_t> extent, stride;
+  size_t cells = 1;
+  std::vector<uint8_t> present;
+  std::vector<std::vector<double>> val;
+};
+
+// An expression's values over a tensor's cells, each subexpression's array
+// in post-order (args: its arguments' places).
+struct Sub {
+  const Expr *e;
+  std::vector<size_t> args;
+};
+
+struct Runner {
+  const Program &p;
+  size_t limit;
+  Outcome out;
+  std::vector<Dim> dim;
+  std::vector<Tensor> t;
+  std::vector<std::vector<std::vector<double>>> adj;  // per node, per column: adjoints over its cells
+  // A projection's active columns' subexpressions, computed forwards and
+  // read again backwards (their partials read their values).
+  struct Kept {
+    std::vector<std::vector<double>> vals;
+    std::vector<Sub> subs;
+    size_t at = 0;
+  };
+  std::map<std::pair<int, size_t>, Kept> kept;
+  size_t bytes = 0;
+
+  bool Refuse(const std::string &why) {
+    if (out.why.empty()) out.why = why;
+    return false;
+  }
+  bool Fail(Fault f) {
+    if (out.fault == Fault::kNone) out.fault = f;
+    return false;
+  }
+  bool Take(size_t n) {
+    bytes += n;
+    out.bytes = std::max(out.bytes, bytes);
+    return bytes <= limit || Refuse("arrays past the memory limit");
+  }
+
+  bool Shape(Tensor *x, const std::vector<int> &dims, size_t ncols) {
+    x->dims = dims;
+    x->extent.resize(dims.size());
+    x->stride.resize(dims.size());
+    x->cells = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      x->extent[i] = dim[dims[i]].n;
+      x->stride[i] = x->cells;
+      if (x->extent[i] && x->cells > limit / x->extent[i]) return Refuse("arrays past the memory limit");
+      x->cells *= x->extent[i];
+    }
+    if (!Take(x->cells * (1 + 8 * ncols))) return false;
+    x->present.assign(x->cells, 0);
+    x->val.assign(ncols, {});
+    return true;
+  }
+
+  // For each cell of x, its place among the cells of `dims` (row-major,
+  // the first slowest; each one of x's dims): an odometer over x's cells.
+  bool Map(const Tensor &x, const std::vector<int> &dims, std::vector<size_t> *m) {
+    size_t nd = x.dims.size();
+    std::vector<size_t> ts(nd, 0), coord(nd, 0);
+    size_t s = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      size_t k = static_cast<size_t>(std::find(x.dims.begin(), x.dims.end(), dims[i]) - x.dims.begin());
+      ts[k] = s;
+      s *= dim[dims[i]].n;
+    }
+    if (!Take(8 * x.cells)) return false;
+    m->resize(x.cells);
+    size_t place = 0;
+    for (size_t c = 0; c < x.cells; c++) {
+      (*m)[c] = place;
+      for (size_t k = nd; k-- > 0;) {
+        place += ts[k];
+        if (++coord[k] < x.extent[k]) break;
+        place -= ts[k] * x.extent[k];
+        coord[k] = 0;
+      }
+    }
+    return true;
+  }
+  static std::vector<int> Cat(const std::vector<int> &a, const std::vector<int> &b) {
+    std::vector<int> c = a;
+    c.insert(c.end(), b.begin(), b.end());
+    return c;
+  }
+
+  const Node &ScanNode(size_t s) const {
+    return *std::find_if(p.nodes.begin(), p.nodes.end(), [&](const Node &x) { return x.rel == p.scans[s]; });
+  }
+
+  // Each dim's positions, from its columns' values in the scans' rows: their
+  // span first, then which values of it occur (one pass each, no sort
+  // where the span is at most 4 values a row).
+  bool Positions(const std::vector<const Rows *> &rows) {
+    size_t nd = p.parent.size();
+    std::vector<int64_t> lo(nd, INT64_MAX), hi(nd, INT64_MIN);
+    std::vector<size_t> count(nd, 0);
+    for (size_t s = 0; s < p.scans.size(); s++) {
+      const Node &n = ScanNode(s);
+      const Rows &r = *rows[s];
+      for (size_t c = 0; c < n.cols.size(); c++) {
+        int d = n.cols[c].dim;
+        for (size_t i = 0; i < r.n; i++)
+          if (r.null[c][i]) return Refuse(d >= 0 ? "a NULL key" : "a NULL value");
+        if (d < 0) continue;
+        for (size_t i = 0; i < r.n; i++) {
+          int64_t v = static_cast<int64_t>(r.val[c][i]);
+          lo[d] = std::min(lo[d], v);
+          hi[d] = std::max(hi[d], v);
+        }
+        count[d] += r.n;
+      }
+    }
+    dim.resize(nd);
+    for (size_t d = 0; d < nd; d++) {
+      if (!count[d]) continue;
+      uint64_t span = static_cast<uint64_t>(hi[d] - lo[d]) + 1;
+      Dim &m = dim[d];
+      m.base = lo[d];
+      if (span <= 4 * count[d] + 1024) {
+        if (!Take(4 * span)) return false;
+        m.table.assign(span, 0);
+        for (size_t s = 0; s < p.scans.size(); s++) {
+          const Node &n = ScanNode(s);
+          for (size_t c = 0; c < n.cols.size(); c++)
+            if (n.cols[c].dim == static_cast<int>(d))
+              for (size_t i = 0; i < rows[s]->n; i++)
+                m.table[static_cast<size_t>(static_cast<int64_t>(rows[s]->val[c][i]) - lo[d])] = 1;
+        }
+        uint32_t at = 0;
+        for (uint32_t &x : m.table) x = x ? at++ : 0;
+        m.n = at;
+        m.range = at == span;
+        if (m.range) m.table.clear();
+        continue;
+      }
+      std::vector<int64_t> v;
+      for (size_t s = 0; s < p.scans.size(); s++) {
+        const Node &n = ScanNode(s);
+        for (size_t c = 0; c < n.cols.size(); c++)
+          if (n.cols[c].dim == static_cast<int>(d))
+            for (size_t i = 0; i < rows[s]->n; i++) v.push_back(static_cast<int64_t>(rows[s]->val[c][i]));
+      }
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      m.n = v.size();
+      m.range = false;
+      for (size_t i = 0; i < v.size(); i++) m.index[v[i]] = i;
+    }
+    return true;
+  }
+
+  // The cell of row i of a scan (each dim read from its first column); false
+  // where two of its columns of one dim disagree (x.i = x.j: no cell).
+  bool Cell(const Node &n, const Rows &r, size_t i, const Tensor &x, size_t *at) {
+    *at = 0;
+    for (size_t k = 0; k < x.dims.size(); k++) {
+      int d = x.dims[k];
+      size_t c = 0;
+      while (n.cols[c].dim != d) c++;
+      for (size_t o = c + 1; o < n.cols.size(); o++)
+        if (n.cols[o].dim == d && r.val[o][i] != r.val[c][i]) return false;
+      *at += dim[d].Pos(r.val[c][i]) * x.stride[k];
+    }
+    return true;
+  }
+
+  bool ScanForward(const Node &n, const Rows &r, Tensor *x) {
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    for (size_t c = 0; c < n.cols.size(); c++)
+      if (n.cols[c].dim < 0) x->val[c].assign(x->cells, 0.0);
+    for (size_t i = 0; i < r.n; i++) {
+      size_t at;
+      if (!Cell(n, r, i, *x, &at)) return Refuse("a scan whose two keys are one dim");
+      if (x->present[at]) return Refuse("two rows of " + n.rel->table + " with the same keys");
+      x->present[at] = 1;
+      for (size_t c = 0; c < n.cols.size(); c++)
+        if (n.cols[c].dim < 0) x->val[c][at] = r.val[c][i];
+    }
+    return true;
+  }
+
+  bool JoinForward(const Node &n, Tensor *x) {
+    const Tensor &l = t[n.inputs[0]], &r = t[n.inputs[1]];
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    std::vector<size_t> lm, rm;
+    if (!Map(*x, l.dims, &lm) || !Map(*x, r.dims, &rm)) return false;
+    size_t nl = l.val.size();
+    for (size_t c = 0; c < n.cols.size(); c++)
+      if (n.cols[c].dim < 0) x->val[c].assign(x->cells, 0.0);
+    for (size_t c = 0; c < x->cells; c++) {
+      if (!l.present[lm[c]] || !r.present[rm[c]]) continue;
+      x->present[c] = 1;
+      for (size_t k = 0; k < n.cols.size(); k++)
+        if (n.cols[k].dim < 0) x->val[k][c] = k < nl ? l.val[k][lm[c]] : r.val[k - nl][rm[c]];
+    }
+    return true;
+  }
+
+  // e's values over the present cells of `in` (0 elsewhere), its
+  // subexpressions' arrays appended to vals in post-order (subs alike):
+  // the place of e's own.
+  size_t Eval(const Expr &e, const Tensor &in, std::vector<std::vector<double>> *vals, std::vector<Sub> *subs,
+              Fault *f) {
+    Sub s{&e, {}};
+    std::vector<double> v;
+    switch (e.kind) {
+      case ExprKind::Col:
+        v = in.val[e.col];
+        break;
+      case ExprKind::Const: {
+        double k = 0.0;
+        ConstValue(e, &k);
+        v.assign(in.cells, k);
+        break;
+      }
+      case ExprKind::Call: {
+        const ScalarRule *r = FindScalarRule(e.text);
+        for (const ExprP &a : e.args) s.args.push_back(Eval(*a, in, vals, subs, f));
+        size_t na = s.args.size();
+        double a[8];
+        bool nulls[8] = {false};
+        if (na > 8) return Refuse("a call of more than 8 arguments"), vals->size();
+        v.assign(in.cells, 0.0);
+        Args args{a, nulls, na};
+        for (size_t c = 0; c < in.cells; c++) {
+          if (!in.present[c]) continue;
+          for (size_t i = 0; i < na; i++) a[i] = (*vals)[s.args[i]][c];
+          bool is_null = false;
+          v[c] = r->value(args, &is_null, f);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    Take(8 * in.cells);
+    vals->push_back(std::move(v));
+    subs->push_back(std::move(s));
+    return vals->size() - 1;
+  }
+
+  bool ProjectForward(int node, const Node &n, Tensor *x) {
+    const Tensor &in = t[n.inputs[0]];
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    x->present = in.present;
+    for (size_t k = 0; k < n.rel->exprs.size(); k++) {
+      if (n.cols[k].dim >= 0) continue;
+      Fault f = Fault::kNone;
+      Kept e;
+      e.at = Eval(*n.rel->exprs[k], in, &e.vals, &e.subs, &f);
+      if (f != Fault::kNone) return Fail(f);
+      if (!out.why.empty()) return false;
+      x->val[k] = e.vals[e.at];
+      if (n.cols[k].active)
+        kept[{node, k}] = std::move(e);
+      else
+        bytes -= 8 * in.cells * e.vals.size();
+    }
+    return true;
+  }
+
+  bool AggregateForward(const Node &n, Tensor *x) {
+    const Tensor &in = t[n.inputs[0]];
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    const Rel &r = *n.rel;
+    std::vector<size_t> g;
+    if (!Map(in, x->dims, &g)) return false;
+    if (r.nkeys == 0) x->present[0] = 1;  // (no GROUP BY: one row, if no input row)
+    std::vector<uint8_t> has(x->cells, 0);
+    for (size_t a = 0; a < r.aggs.size(); a++) {
+      std::vector<double> &s = x->val[r.nkeys + a];
+      s.assign(x->cells, 0.0);
+      std::fill(has.begin(), has.end(), 0);
+      const std::vector<double> &arg = in.val[r.aggs[a].arg];
+      for (size_t c = 0; c < in.cells; c++) {
+        if (!in.present[c]) continue;
+        size_t o = g[c];
+        x->present[o] = 1;
+        if (!has[o]) {
+          s[o] = arg[c];  // (float8 sum starts from its first value: -0.0 stays)
+          has[o] = 1;
+          continue;
+        }
+        double v = s[o] + arg[c];
+        if (std::isinf(v) && !std::isinf(s[o]) && !std::isinf(arg[c])) return Fail(Fault::kOverflow);
+        s[o] = v;
+      }
+      for (size_t o = 0; o < x->cells; o++)
+        if (x->present[o] && !has[o]) return Refuse("a sum of no rows (NULL)");
+    }
+    return true;
+  }
+
+  // --- products (Product) --------------------------------------------------
+
+  size_t Extent(const std::vector<int> &dims) const {
+    size_t n = 1;
+    for (int d : dims) n *= dim[d].n;
+    return n;
+  }
+  // Column `col` of node's tensor (or its adjoints) as a matrix of rdims x
+  // cdims (the tensor's dims, each once).
+  bool Gather(int node, size_t col, const std::vector<int> &rdims, const std::vector<int> &cdims, bool adjoint,
+              Matrix *m) {
+    const Tensor &x = t[node];
+    size_t rows = Extent(rdims), cols = Extent(cdims);
+    if (!Take(rows * cols * 10)) return false;
+    std::vector<size_t> at;
+    if (!Map(x, Cat(rdims, cdims), &at)) return false;
+    *m = Matrix(static_cast<int64_t>(rows), static_cast<int64_t>(cols));
+    const std::vector<double> &v = adjoint ? adj[node][col] : x.val[col];
+    for (size_t c = 0; c < x.cells; c++)
+      if (x.present[c]) {
+        m->val[at[c]] = v.empty() ? 0.0 : v[c];
+        m->present[at[c]] = 1;
+      }
+    return true;
+  }
+  bool Failed(FloatError e) {
+    if (e == FloatError::kNone) return false;
+    Fail(e == FloatError::kOverflow ? Fault::kOverflow : Fault::kUnderflow);
+    return true;
+  }
+
+  bool ContractForward(const Node &n, Tensor *x) {
+    const Product &c = n.product;
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    Matrix a, b;
+    if (!Gather(c.left, c.lcol, c.rows, c.k, false, &a) || !Gather(c.right, c.rcol, c.k, c.cols, false, &b))
+      return false;
+    ddx::dense::Contraction z = Contract(a, b);
+    out.products++;
+    if (Failed(z.error)) return false;
+    std::vector<size_t> at;
+    if (!Map(*x, Cat(c.rows, c.cols), &at)) return false;
+    size_t g = static_cast<size_t>(n.rel->nkeys);
+    x->val[g].assign(x->cells, 0.0);
+    for (size_t cell = 0; cell < x->cells; cell++) {
+      if (!z.out.present[at[cell]]) continue;
+      if (z.out.null[at[cell]]) return Refuse("a sum of no rows (NULL)");
+      x->present[cell] = 1;
+      x->val[g][cell] = z.out.val[at[cell]];
+    }
+    if (n.rel->nkeys == 0 && !x->present[0]) return Refuse("a sum of no rows (NULL)");
+    return true;
+  }
+
+  // The adjoints of the product's two columns: dZ times the other side,
+  // transposed, at the cells each side has (a cell with no pair: 0).
+  bool ContractBackward(const Node &n, int k) {
+    const Product &c = n.product;
+    size_t g = static_cast<size_t>(n.rel->nkeys);
+    if (adj[k][g].empty() || !n.cols[g].active) return true;
+    Matrix dz;
+    if (!Gather(k, g, c.rows, c.cols, true, &dz)) return false;
+    for (int s = 0; s < 2; s++) {
+      int node = s == 0 ? c.left : c.right, other = s == 0 ? c.right : c.left;
+      size_t col = static_cast<size_t>(s == 0 ? c.lcol : c.rcol), ocol = static_cast<size_t>(s == 0 ? c.rcol : c.lcol);
+      if (!p.nodes[node].cols[col].active) continue;
+      Matrix o;
+      ddx::dense::Contraction r;
+      if (s == 0) {  // dA (rows x k) = dZ (rows x cols) . B^T (cols x k)
+        if (!Gather(other, ocol, c.cols, c.k, false, &o)) return false;
+        r = Contract(dz, o);
+      } else {  // dB (k x cols) = A^T (k x rows) . dZ (rows x cols)
+        if (!Gather(other, ocol, c.k, c.rows, false, &o)) return false;
+        r = Contract(o, dz);
+      }
+      if (Failed(r.error)) return false;
+      const Tensor &x = t[node];
+      std::vector<size_t> at;
+      if (!Map(x, s == 0 ? Cat(c.rows, c.k) : Cat(c.k, c.cols), &at)) return false;
+      std::vector<double> d(x.cells, 0.0);
+      for (size_t cell = 0; cell < x.cells; cell++)
+        if (x.present[cell] && r.out.present[at[cell]] && !r.out.null[at[cell]]) d[cell] = r.out.val[at[cell]];
+      if (!AddAll(node, col, d, nullptr)) return false;
+    }
+    return true;
+  }
+
+  // adj[node][col] += d (at map[c] for each c of d's cells where a map is
+  // given), with float8_pl's check.
+  bool AddAll(int node, size_t col, const std::vector<double> &d, const std::vector<size_t> *map) {
+    std::vector<double> &a = adj[node][col];
+    if (a.empty()) {
+      if (!Take(8 * t[node].cells)) return false;
+      a.assign(t[node].cells, 0.0);
+    }
+    for (size_t c = 0; c < d.size(); c++) {
+      size_t o = map ? (*map)[c] : c;
+      double s = a[o] + d[c];
+      if (std::isinf(s) && !std::isinf(a[o]) && !std::isinf(d[c])) return Fail(Fault::kOverflow);
+      a[o] = s;
+    }
+    return true;
+  }
+
+  // The chain rule through subexpression `at` (subs, vals: Eval's) with
+  // adjoints d over the cells of `in` (node `node`).
+  bool Backprop(const std::vector<Sub> &subs, const std::vector<std::vector<double>> &vals, size_t at,
+                const std::vector<double> &d, int node, const Tensor &in, Fault *f) {
+    const Expr &e = *subs[at].e;
+    if (e.kind == ExprKind::Col) {
+      std::vector<double> masked(d);
+      for (size_t c = 0; c < in.cells; c++)
+        if (!in.present[c]) masked[c] = 0.0;
+      return AddAll(node, static_cast<size_t>(e.col), masked, nullptr);
+    }
+    if (e.kind != ExprKind::Call) return true;
+    const ScalarRule *r = FindScalarRule(e.text);
+    if (!r->partial) return true;
+    const std::vector<size_t> &ax = subs[at].args;
+    size_t na = ax.size();
+    double a[8];
+    bool nulls[8] = {false};
+    Args args{a, nulls, na};
+    for (size_t i = na; i-- > 0;) {
+      if (!ReadsActive(*e.args[i], p.nodes[node].cols)) continue;
+      int one = Unit(e.text, i);
+      std::vector<double> next(in.cells, 0.0);
+      for (size_t c = 0; c < in.cells; c++) {
+        if (!in.present[c]) continue;
+        if (one == 1) {
+          next[c] = d[c];
+          continue;
+        }
+        if (one == -1) {
+          next[c] = -d[c];
+          continue;
+        }
+        for (size_t j = 0; j < na; j++) a[j] = vals[ax[j]][c];
+        double pv = r->partial(i, args, vals[at][c], f);
+        double v = d[c] * pv;
+        if (std::isinf(v) && !std::isinf(d[c]) && !std::isinf(pv) && *f == Fault::kNone) *f = Fault::kOverflow;
+        if (v == 0.0 && d[c] != 0.0 && pv != 0.0 && *f == Fault::kNone) *f = Fault::kUnderflow;
+        next[c] = v;
+      }
+      if (*f != Fault::kNone) return Fail(*f);
+      if (!Backprop(subs, vals, ax[i], next, node, in, f)) return false;
+    }
+    return true;
+  }
+  // Rules whose partial is the literal 1 or -1 (rules.cpp): the SQL program
+  // passes the adjoint itself, or its negation, with no product.
+  static int Unit(const std::string &rule, size_t i) {
+    if (rule == "add" || rule == "pos" || rule == "cast") return 1;
+    if (rule == "sub") return i == 0 ? 1 : -1;
+    if (rule == "neg") return -1;
+    return 0;
+  }
+
+  bool Backward(int k) {
+    const Node &n = p.nodes[k];
+    const Rel &r = *n.rel;
+    const Tensor &x = t[k];
+    if (n.fused) return true;
+    if (n.product.join >= 0) return ContractBackward(n, k);
+    switch (r.kind) {
+      case RelKind::Scan:
+        return true;
+      case RelKind::Join: {
+        int li = n.inputs[0], ri = n.inputs[1];
+        size_t nl = t[li].val.size();
+        for (size_t col = 0; col < n.cols.size(); col++) {
+          if (adj[k][col].empty() || !n.cols[col].active) continue;
+          bool left = col < nl;
+          int to = left ? li : ri;
+          std::vector<size_t> m;
+          if (!Map(x, t[to].dims, &m)) return false;
+          std::vector<double> d(adj[k][col]);
+          for (size_t c = 0; c < x.cells; c++)
+            if (!x.present[c]) d[c] = 0.0;
+          if (!AddAll(to, left ? col : col - nl, d, &m)) return false;
+        }
+        return true;
+      }
+      case RelKind::Project: {
+        int in = n.inputs[0];
+        for (size_t col = 0; col < n.cols.size(); col++) {
+          if (adj[k][col].empty() || !n.cols[col].active) continue;
+          Fault f = Fault::kNone;
+          const Kept &e = kept.at({k, col});
+          if (!Backprop(e.subs, e.vals, e.at, adj[k][col], in, t[in], &f)) return false;
+        }
+        return true;
+      }
+      case RelKind::Aggregate: {
+        int in = n.inputs[0];
+        const Tensor &y = t[in];
+        std::vector<size_t> g;
+        if (!Map(y, x.dims, &g)) return false;
+        for (size_t a = 0; a < r.aggs.size(); a++) {
+          const std::vector<double> &d = adj[k][r.nkeys + a];
+          if (d.empty() || !n.cols[r.nkeys + a].active) continue;
+          std::vector<double> spread(y.cells, 0.0);
+          for (size_t c = 0; c < y.cells; c++)
+            if (y.present[c]) spread[c] = d[g[c]];
+          if (!AddAll(in, static_cast<size_t>(r.aggs[a].arg), spread, nullptr)) return false;
+        }
+        return true;
+      }
+      default:
+        return Refuse("no backward");
+    }
+  }
+};
+
+}  // namespace
+
+Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit) {
+  Runner run{p, limit, {}, {}, {}, {}, {}, 0};
+  Outcome &out = run.out;
+  auto stop = [&out]() {
+    out.done = out.fault != Fault::kNone;
+    return out;
+  };
+  if (rows.size() != p.scans.size()) {
+    out.why = "rows for another number of scans";
+    return out;
+  }
+  if (!run.Positions(rows)) return out;
+  run.t.resize(p.nodes.size());
+  run.adj.resize(p.nodes.size());
+  for (size_t k = 0; k < p.nodes.size(); k++) {
+    const Node &n = p.nodes[k];
+    run.adj[k].resize(n.cols.size());
+    bool ok = true;
+    switch (n.rel->kind) {
+      case RelKind::Scan: {
+        size_t s = static_cast<size_t>(std::find(p.scans.begin(), p.scans.end(), n.rel) - p.scans.begin());
+        ok = run.ScanForward(n, *rows[s], &run.t[k]);
+        break;
+      }
+      case RelKind::Join:
+        ok = n.fused || run.JoinForward(n, &run.t[k]);
+        break;
+      case RelKind::Project:
+        ok = n.fused || run.ProjectForward(static_cast<int>(k), n, &run.t[k]);
+        break;
+      case RelKind::Aggregate:
+        ok = n.product.join >= 0 ? run.ContractForward(n, &run.t[k]) : run.AggregateForward(n, &run.t[k]);
+        break;
+      default:
+        ok = run.Refuse("a relation of another kind");
+        break;
+    }
+    if (!ok) return stop();
+  }
+  const Tensor &root = run.t.back();
+  if (!root.present[0]) {
+    out.why = "a loss of no row";
+    return out;
+  }
+  out.loss = root.val[0][0];
+  // backwards, from the loss's adjoint 1
+  int last = static_cast<int>(p.nodes.size()) - 1;
+  if (!run.AddAll(last, 0, std::vector<double>(1, 1.0), nullptr)) return stop();
+  for (int k = last; k >= 0; k--)
+    if (!run.Backward(k)) return stop();
+  // each scan's parameter columns, read at each row's cell
+  for (size_t s = 0; s < p.scans.size(); s++) {
+    int k = static_cast<int>(&run.ScanNode(s) - p.nodes.data());
+    const Node &n = p.nodes[k];
+    for (size_t c = 0; c < n.cols.size(); c++) {
+      if (c >= n.rel->param.size() || n.rel->param[c] < 0) continue;
+      ColumnGradient g{n.rel, static_cast<int>(c), std::vector<double>(rows[s]->n, 0.0)};
+      if (!run.adj[k][c].empty())
+        for (size_t i = 0; i < rows[s]->n; i++) {
+          size_t at;
+          if (run.Cell(n, *rows[s], i, run.t[k], &at)) g.val[i] = run.adj[k][c][at];
+        }
+      out.grads.push_back(std::move(g));
+    }
+  }
+  out.done = true;
+  return out;
+}
+
+}  // namespace ddx::dense

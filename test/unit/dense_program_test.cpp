@@ -1,0 +1,246 @@
+// A loss and its gradient on dense arrays (include/ddx/dense/program.h)
+// against oracles of its own: the SQL statement's semantics computed row by
+// row (the join pair by pair, the groups as a map), the gradient in closed
+// form over those rows, and central differences; never the program's own
+// output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "ddx/core/ir.h"
+#include "ddx/core/ir_build.h"
+#include "ddx/dense/program.h"
+
+namespace {
+
+using ddx::ExprP;
+using ddx::JoinKind;
+using ddx::kFloat8;
+using ddx::kInt4;
+using ddx::MakeAggregate;
+using ddx::MakeCall;
+using ddx::MakeCol;
+using ddx::MakeConst;
+using ddx::MakeJoin;
+using ddx::MakeOpaque;
+using ddx::MakeProject;
+using ddx::MakeScan;
+using ddx::RelP;
+using ddx::dense::Compile;
+using ddx::dense::Fault;
+using ddx::dense::Outcome;
+using ddx::dense::Rows;
+
+ExprP Eq(int a, int b) {
+  return MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", "=", {MakeCol(a, 0, kInt4), MakeCol(b, 0, kInt4)}, ddx::kBool);
+}
+
+struct Matmul {
+  RelP x, w, loss;
+};
+
+// z    = SELECT x.s, w.j, sum(x.val * w.val) FROM x JOIN w ON x.f = w.f GROUP BY x.s, w.j
+// loss = SELECT sum(<f>(z)) FROM z, f = power(tanh(z), 2) (or exp(z))
+// (by_cells: the product written x.val * w.val * 1.0, which is no
+// matrix product: the join formed cell by cell)
+Matmul MatmulLoss(bool use_exp = false, bool by_cells = false) {
+  Matmul m;
+  m.x = MakeScan("public.x", {"s", "f", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+  m.w = MakeScan("public.w", {"f", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP j = MakeJoin(m.x, m.w, JoinKind::Inner, Eq(1, 3));
+  ExprP prod = MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8);
+  if (by_cells) prod = MakeCall("mul", {prod, MakeConst("'1.0'::pg_catalog.float8", kFloat8)}, kFloat8);
+  RelP p = MakeProject(j, {MakeCol(0, 0, kInt4), MakeCol(4, 0, kInt4), prod});
+  RelP z = MakeAggregate(p, 2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+  ExprP zc = MakeCol(2, 0, kFloat8);
+  ExprP f = use_exp ? MakeCall("exp", {zc}, kFloat8)
+                    : MakeCall("pow", {MakeCall("tanh", {zc}, kFloat8), MakeConst("('2'::integer)", kInt4)}, kFloat8);
+  m.loss = MakeAggregate(MakeProject(z, {f}), 0, {{"sum", 0}}, {kFloat8});
+  return m;
+}
+
+struct Row3 {
+  int a, b;
+  double v;
+};
+
+Rows ToRows(const std::vector<Row3> &rs) {
+  Rows r;
+  r.n = rs.size();
+  r.val.assign(3, std::vector<double>(r.n));
+  r.null.assign(3, std::vector<uint8_t>(r.n, 0));
+  for (size_t i = 0; i < r.n; i++) {
+    r.val[0][i] = rs[i].a;
+    r.val[1][i] = rs[i].b;
+    r.val[2][i] = rs[i].v;
+  }
+  return r;
+}
+
+// The statement row by row: its loss, and d loss / d w.val per row of w in
+// closed form (d/dw(f,j) = sum over x rows (s, f) of x.val * f'(z(s, j))).
+std::pair<double, std::vector<double>> Oracle(const std::vector<Row3> &x, const std::vector<Row3> &w, bool use_exp) {
+  std::map<std::pair<int, int>, double> z;
+  for (const Row3 &a : x)
+    for (const Row3 &b : w)
+      if (a.b == b.a) z[{a.a, b.b}] += a.v * b.v;
+  double loss = 0.0;
+  for (const auto &[k, v] : z) loss += use_exp ? std::exp(v) : std::pow(std::tanh(v), 2);
+  std::vector<double> g(w.size(), 0.0);
+  for (size_t i = 0; i < w.size(); i++)
+    for (const Row3 &a : x) {
+      if (a.b != w[i].a) continue;
+      double v = z.at({a.a, w[i].b}), t = std::tanh(v);
+      g[i] += a.v * (use_exp ? std::exp(v) : 2 * t * (1 - t * t));
+    }
+  return {loss, g};
+}
+
+Outcome RunOn(const Matmul &m, const std::vector<Row3> &x, const std::vector<Row3> &w, size_t limit = 1 << 26) {
+  std::string why;
+  auto p = Compile(m.loss, &why);
+  EXPECT_TRUE(p) << why;
+  if (!p) return {};
+  Rows xr = ToRows(x), wr = ToRows(w);
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*p)) in.push_back(s == m.x.get() ? &xr : &wr);
+  return ddx::dense::Run(*p, in, limit);
+}
+
+// Keys that are not positions (scattered, in no order), some (s, f) cells
+// missing: the groups that exist are those with a pair.
+std::pair<std::vector<Row3>, std::vector<Row3>> Data(std::mt19937_64 &rng, int ns, int nf, int nj, double missing) {
+  std::normal_distribution<double> v(0.0, 0.7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<Row3> x, w;
+  for (int s = 0; s < ns; s++)
+    for (int f = 0; f < nf; f++)
+      if (u(rng) >= missing) x.push_back({1000 + 7 * s, -3 + 5 * f, v(rng)});
+  for (int f = 0; f < nf; f++)
+    for (int j = 0; j < nj; j++) w.push_back({-3 + 5 * f, 40 - 2 * j, v(rng)});
+  std::shuffle(x.begin(), x.end(), rng);
+  std::shuffle(w.begin(), w.end(), rng);
+  return {x, w};
+}
+
+TEST(DenseProgram, MatmulLossAndGradientAsTheStatement) {
+  std::mt19937_64 rng(1);
+  for (int run = 0; run < 6; run++) {
+    bool by_cells = run == 2 || run == 3;
+    auto [x, w] = Data(rng, 23, 5, 4, run % 2 ? 0.3 : 0.0);
+    if (run >= 4)  // keys far apart: positions by a hash table, not a span's
+      for (Row3 &r : x) r.a *= 1000003;
+    Outcome o = RunOn(MatmulLoss(false, by_cells), x, w);
+    ASSERT_TRUE(o.done) << o.why;
+    EXPECT_EQ(o.products, by_cells ? 0 : 1);
+    EXPECT_EQ(o.fault, Fault::kNone);
+    auto [loss, g] = Oracle(x, w, false);
+    EXPECT_NEAR(o.loss, loss, 1e-12 * std::fabs(loss));
+    ASSERT_EQ(o.grads.size(), 1u);
+    ASSERT_EQ(o.grads[0].val.size(), w.size());
+    for (size_t i = 0; i < w.size(); i++) EXPECT_NEAR(o.grads[0].val[i], g[i], 1e-12 * (1 + std::fabs(g[i]))) << i;
+  }
+}
+
+TEST(DenseProgram, GradientAgainstCentralDifferences) {
+  std::mt19937_64 rng(2);
+  auto [x, w] = Data(rng, 9, 3, 2, 0.2);
+  Matmul m = MatmulLoss();
+  Outcome o = RunOn(m, x, w);
+  ASSERT_TRUE(o.done) << o.why;
+  for (size_t i = 0; i < w.size(); i++) {
+    const double h = 1e-6;
+    auto up = w, down = w;
+    up[i].v += h;
+    down[i].v -= h;
+    double fd = (Oracle(x, up, false).first - Oracle(x, down, false).first) / (2 * h);
+    EXPECT_NEAR(o.grads[0].val[i], fd, 1e-7 * (1 + std::fabs(fd))) << i;
+  }
+}
+
+// Cells missing on both sides, and an x key that w lacks: a group exists
+// only where a pair does (exp(0) = 1 would count a group formed of absent
+// cells).
+TEST(DenseProgram, MissingRowsOnBothSides) {
+  std::mt19937_64 rng(3);
+  auto [x, w] = Data(rng, 17, 4, 3, 0.3);
+  std::vector<Row3> kept;
+  for (size_t i = 0; i < w.size(); i++)
+    if (i % 3 != 0) kept.push_back(w[i]);
+  x.push_back({5, 99, 0.25});  // (f = 99: no row of w)
+  for (bool by_cells : {false, true}) {
+    Outcome o = RunOn(MatmulLoss(true, by_cells), x, kept);
+    ASSERT_TRUE(o.done) << o.why;
+    auto [loss, g] = Oracle(x, kept, true);
+    EXPECT_NEAR(o.loss, loss, 1e-12 * std::fabs(loss));
+    for (size_t i = 0; i < kept.size(); i++) EXPECT_NEAR(o.grads[0].val[i], g[i], 1e-12 * (1 + std::fabs(g[i]))) << i;
+  }
+}
+
+// A row of w that no row of x joins: its gradient is 0, as the SQL program's.
+TEST(DenseProgram, RowsTheLossDoesNotReadGetZero) {
+  std::vector<Row3> x = {{1, 1, 0.5}, {2, 1, -0.25}}, w = {{1, 7, 0.125}, {9, 7, 3.0}};
+  Outcome o = RunOn(MatmulLoss(), x, w);
+  ASSERT_TRUE(o.done) << o.why;
+  EXPECT_EQ(o.grads[0].val[1], 0.0);
+  EXPECT_NE(o.grads[0].val[0], 0.0);
+}
+
+TEST(DenseProgram, FloatErrorsAsPostgreSQLRaisesThem) {
+  std::vector<Row3> x = {{1, 1, 1000.0}}, w = {{1, 1, 1.0}};
+  for (bool by_cells : {false, true}) {
+    Outcome o = RunOn(MatmulLoss(true, by_cells), x, w);  // exp(1000): 22003
+    EXPECT_TRUE(o.done);
+    EXPECT_EQ(o.fault, Fault::kOverflow);
+    std::vector<Row3> x2 = {{1, 1, 1e200}, {2, 1, 1.0}}, w2 = {{1, 1, 1e200}};
+    o = RunOn(MatmulLoss(true, by_cells), x2, w2);  // the product overflows
+    EXPECT_EQ(o.fault, Fault::kOverflow);
+    x2 = {{1, 1, 1e-200}};
+    w2 = {{1, 1, 1e-200}};
+    o = RunOn(MatmulLoss(true, by_cells), x2, w2);  // the product underflows
+    EXPECT_EQ(o.fault, Fault::kUnderflow);
+  }
+}
+
+TEST(DenseProgram, RefusesWhatItDoesNotComputeAsSQLDoes) {
+  std::vector<Row3> x = {{1, 1, 0.5}, {1, 1, 0.25}}, w = {{1, 1, 1.0}};
+  Outcome o = RunOn(MatmulLoss(), x, w);  // two rows of x with the same keys
+  EXPECT_FALSE(o.done);
+  EXPECT_NE(o.why.find("same keys"), std::string::npos) << o.why;
+  x = {{1, 1, 0.5}};
+  Rows xr = ToRows(x), wr = ToRows(w);
+  xr.null[2][0] = 1;
+  Matmul m = MatmulLoss();
+  std::string why;
+  auto p = Compile(m.loss, &why);
+  ASSERT_TRUE(p);
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*p)) in.push_back(s == m.x.get() ? &xr : &wr);
+  o = ddx::dense::Run(*p, in, 1 << 26);  // a NULL value
+  EXPECT_FALSE(o.done);
+  o = RunOn(MatmulLoss(), {{1, 1, 0.5}}, {{1, 1, 1.0}}, 16);  // past the memory limit
+  EXPECT_FALSE(o.done);
+  EXPECT_NE(o.why.find("memory"), std::string::npos) << o.why;
+}
+
+TEST(DenseProgram, CompileSaysWhyNot) {
+  Matmul m = MatmulLoss();
+  std::string why;
+  RelP avg = MakeAggregate(MakeProject(m.x, {MakeCol(2, 0, kFloat8)}), 0, {{"avg", 0}}, {kFloat8});
+  EXPECT_FALSE(Compile(avg, &why));
+  EXPECT_NE(why.find("avg"), std::string::npos) << why;
+  RelP left = MakeAggregate(MakeProject(MakeJoin(m.x, m.w, JoinKind::Left, Eq(1, 3)), {MakeCol(2, 0, kFloat8)}), 0,
+                            {{"sum", 0}}, {kFloat8});
+  EXPECT_FALSE(Compile(left, &why));
+  EXPECT_NE(why.find("outer join"), std::string::npos) << why;
+  RelP perrow = MakeProject(m.x, {MakeCol(2, 0, kFloat8)});
+  EXPECT_FALSE(Compile(perrow, &why));
+  EXPECT_NE(why.find("more than one row"), std::string::npos) << why;
+}
+
+}  // namespace
