@@ -205,7 +205,7 @@ struct Compiler {
           n->cols.push_back(in.cols[k]);
         }
         for (const AggCall &a : r->aggs) {
-          if (a.fn != "sum") return Refuse("the aggregate " + a.fn);
+          if (a.fn != "sum" && a.fn != "avg" && a.fn != "max" && a.fn != "min") return Refuse("the aggregate " + a.fn);
           if (a.arg < 0 || in.cols[a.arg].dim >= 0 || !IsFloat8(r->cols[n->cols.size()]))
             return Refuse("a sum of something other than a float8 value");
           n->cols.push_back({-1, in.cols[a.arg].active});
@@ -264,7 +264,7 @@ bool Has(const std::vector<int> &v, int d) { return std::find(v.begin(), v.end()
 void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   Node &n = p->nodes[a];
   const Rel &r = *n.rel;
-  if (r.kind != RelKind::Aggregate || r.aggs.size() != 1) return;
+  if (r.kind != RelKind::Aggregate || r.aggs.size() != 1 || r.aggs[0].fn != "sum") return;
   int pj = n.inputs[0];
   const Node &pn = p->nodes[pj];
   if (pn.rel->kind != RelKind::Project || readers[pj] != 1) return;
@@ -380,6 +380,7 @@ struct Runner {
     size_t at = 0;
   };
   std::map<std::pair<int, size_t>, Kept> kept;
+  std::map<std::pair<int, size_t>, std::vector<double>> counts;  // an avg's N per group
   size_t bytes = 0;
 
   bool Refuse(const std::string &why) {
@@ -620,7 +621,12 @@ struct Runner {
     return true;
   }
 
-  bool AggregateForward(const Node &n, Tensor *x) {
+  // The aggregates as PostgreSQL's float8 ones compute them, each group's
+  // cells in the cells' order: sum (float8pl, from the first value), avg
+  // (float8_accum's Youngs-Cramer N, Sx and Sxx, with its overflow check,
+  // then Sx / N), max and min (float8larger, float8smaller: ties take the
+  // later value). avg keeps N per group for the backward (counts).
+  bool AggregateForward(int node, const Node &n, Tensor *x) {
     const Tensor &in = t[n.inputs[0]];
     if (!Shape(x, n.dims, n.cols.size())) return false;
     const Rel &r = *n.rel;
@@ -629,25 +635,61 @@ struct Runner {
     if (r.nkeys == 0) x->present[0] = 1;  // (no GROUP BY: one row, if no input row)
     std::vector<uint8_t> has(x->cells, 0);
     for (size_t a = 0; a < r.aggs.size(); a++) {
+      const std::string &fn = r.aggs[a].fn;
       std::vector<double> &s = x->val[r.nkeys + a];
       s.assign(x->cells, 0.0);
       std::fill(has.begin(), has.end(), 0);
+      std::vector<double> count, sxx;
+      if (fn == "avg") {
+        if (!Take(16 * x->cells)) return false;
+        count.assign(x->cells, 0.0);
+        sxx.assign(x->cells, 0.0);
+      }
       const std::vector<double> &arg = in.val[r.aggs[a].arg];
       for (size_t c = 0; c < in.cells; c++) {
         if (!in.present[c]) continue;
         size_t o = g[c];
+        double v = arg[c];
         x->present[o] = 1;
-        if (!has[o]) {
-          s[o] = arg[c];  // (float8 sum starts from its first value: -0.0 stays)
+        if (fn == "avg") {
+          double n0 = count[o], sx0 = s[o];
+          count[o] = n0 + 1.0;
+          s[o] = sx0 + v;
+          if (n0 > 0.0) {
+            double tmp = v * count[o] - s[o];
+            sxx[o] += tmp * tmp / (count[o] * n0);
+            if (std::isinf(s[o]) || std::isinf(sxx[o])) {
+              if (!std::isinf(sx0) && !std::isinf(v)) return Fail(Fault::kOverflow);
+              sxx[o] = NAN;
+            }
+          } else if (std::isnan(v) || std::isinf(v)) {
+            sxx[o] = NAN;
+          }
           has[o] = 1;
           continue;
         }
-        double v = s[o] + arg[c];
-        if (std::isinf(v) && !std::isinf(s[o]) && !std::isinf(arg[c])) return Fail(Fault::kOverflow);
-        s[o] = v;
+        if (!has[o]) {
+          s[o] = v;  // (the first value: a sum of -0.0s stays -0.0)
+          has[o] = 1;
+          continue;
+        }
+        if (fn == "sum") {
+          double t2 = s[o] + v;
+          if (std::isinf(t2) && !std::isinf(s[o]) && !std::isinf(v)) return Fail(Fault::kOverflow);
+          s[o] = t2;
+        } else if (fn == "max") {
+          s[o] = Float8Cmp(s[o], v) > 0 ? s[o] : v;
+        } else {
+          s[o] = Float8Cmp(s[o], v) < 0 ? s[o] : v;
+        }
       }
       for (size_t o = 0; o < x->cells; o++)
-        if (x->present[o] && !has[o]) return Refuse("a sum of no rows (NULL)");
+        if (x->present[o] && !has[o]) return Refuse("an aggregate of no rows (NULL)");
+      if (fn == "avg") {
+        for (size_t o = 0; o < x->cells; o++)
+          if (has[o]) s[o] /= count[o];
+        counts[{node, a}] = std::move(count);
+      }
     }
     return true;
   }
@@ -853,9 +895,27 @@ struct Runner {
         for (size_t a = 0; a < r.aggs.size(); a++) {
           const std::vector<double> &d = adj[k][r.nkeys + a];
           if (d.empty() || !n.cols[r.nkeys + a].active) continue;
-          std::vector<double> spread(y.cells, 0.0);
-          for (size_t c = 0; c < y.cells; c++)
-            if (y.present[c]) spread[c] = d[g[c]];
+          const std::string &fn = r.aggs[a].fn;
+          const std::vector<double> &arg = y.val[r.aggs[a].arg], &value = x.val[r.nkeys + a];
+          // the SQL program's adjoints: sum d; avg d / n; max and min
+          // d / (the group's cells equal to it), its ties sharing it
+          std::vector<double> per(x.cells, 0.0), spread(y.cells, 0.0);
+          if (fn == "max" || fn == "min") {
+            for (size_t c = 0; c < y.cells; c++)
+              if (y.present[c] && Float8Cmp(arg[c], value[g[c]]) == 0) per[g[c]] += 1.0;
+          } else if (fn == "avg") {
+            per = counts.at({k, a});
+          }
+          Fault f = Fault::kNone;
+          for (size_t c = 0; c < y.cells; c++) {
+            if (!y.present[c]) continue;
+            size_t o = g[c];
+            if (fn == "sum")
+              spread[c] = d[o];
+            else if (fn == "avg" || Float8Cmp(arg[c], value[o]) == 0)
+              spread[c] = Float8Div(d[o], per[o], &f);
+          }
+          if (f != Fault::kNone) return Fail(f);
           if (!AddAll(in, static_cast<size_t>(r.aggs[a].arg), spread, nullptr)) return false;
         }
         return true;
@@ -869,7 +929,7 @@ struct Runner {
 }  // namespace
 
 Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit) {
-  Runner run{p, limit, {}, {}, {}, {}, {}, 0};
+  Runner run{p, limit, {}, {}, {}, {}, {}, {}, 0};
   Outcome &out = run.out;
   auto stop = [&out]() {
     out.done = out.fault != Fault::kNone;
@@ -899,7 +959,8 @@ Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limi
         ok = n.fused || run.ProjectForward(static_cast<int>(k), n, &run.t[k]);
         break;
       case RelKind::Aggregate:
-        ok = n.product.join >= 0 ? run.ContractForward(n, &run.t[k]) : run.AggregateForward(n, &run.t[k]);
+        ok = n.product.join >= 0 ? run.ContractForward(n, &run.t[k])
+                                 : run.AggregateForward(static_cast<int>(k), n, &run.t[k]);
         break;
       default:
         ok = run.Refuse("a relation of another kind");

@@ -330,6 +330,12 @@ const std::vector<const ScalarRule *> kRules = {
 
 }  // namespace
 
+double Float8Pl(double a, double b, Fault *f) { return Pl(a, b, f); }
+double Float8Mi(double a, double b, Fault *f) { return Mi(a, b, f); }
+double Float8Mul(double a, double b, Fault *f) { return Mul(a, b, f); }
+double Float8Div(double a, double b, Fault *f) { return Div(a, b, f); }
+int Float8Cmp(double a, double b) { return Cmp(a, b); }
+
 const char *Sqlstate(Fault f) {
   switch (f) {
     case Fault::kNone:

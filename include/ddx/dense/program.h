@@ -25,7 +25,8 @@
 // columns; inner joins whose condition is equalities of integer columns;
 // projections of columns and of float8 expressions of the scalar rules over
 // float8 columns and numeric constants; groupings by integer columns with
-// sum aggregates; a loss of one row and one float8 column. What Run refuses
+// sum, avg, max and min of float8 values (their adjoints the SQL program's:
+// d, d / n, d shared by the ties); a loss of one row and one float8 column. What Run refuses
 // (the caller then takes the SQL program): a NULL value or key, two rows
 // with the same coordinates, arrays past the memory limit, a loss that is
 // NULL. A float error is PostgreSQL's, reported as a Fault.

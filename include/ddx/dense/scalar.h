@@ -42,6 +42,15 @@ enum class Fault {
 const char *Sqlstate(Fault f);
 const char *Message(Fault f);
 
+// PostgreSQL's float8 arithmetic (float8_pl, float8_mi, float8_mul,
+// float8_div of utils/float.h), a fault where it raises; and its comparison
+// (float8_cmp_internal: NaN equals NaN and is greater than every number).
+double Float8Pl(double a, double b, Fault *f);
+double Float8Mi(double a, double b, Fault *f);
+double Float8Mul(double a, double b, Fault *f);
+double Float8Div(double a, double b, Fault *f);
+int Float8Cmp(double a, double b);
+
 // A rule's arguments: values, and which are NULL (a strict rule is never
 // called with a NULL argument: its value and partials are NULL; GREATEST
 // and LEAST skip NULLs, and a NULL argument's partial is 0).
