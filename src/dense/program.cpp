@@ -71,6 +71,15 @@ bool ReadsActive(const Expr &e, const std::vector<Column> &in) {
   return false;
 }
 
+// A comparison of two key columns of a join's or filter's rows (k.t <= q.t:
+// causal attention): a cell exists where it holds. Columns ca and cb of the
+// node, their dims after Finish; op one of < <= > >= <> (= unites dims).
+struct Mask {
+  int ca = -1, cb = -1;
+  std::string op;
+  int da = -1, db = -1;
+};
+
 // A grouped sum of products of a join's two sides, sum(l.a * r.b) GROUP BY
 // the dims of one side or the other (each dim that is summed over in both
 // sides, none in both kept): a matrix product (Contract), the join and the
@@ -80,11 +89,14 @@ struct Product {
   int left = -1, right = -1;       // the join's inputs
   int lcol = -1, rcol = -1;        // the product's columns in them
   std::vector<int> rows, k, cols;  // the dims: left's kept, summed, right's kept
+  std::vector<Mask> masks;         // the join's comparisons (of kept dims only)
 };
 
 struct Node {
   const Rel *rel = nullptr;
-  std::vector<int> inputs;  // node indexes
+  std::vector<Mask> masks;
+  std::vector<std::pair<int, int>> equated;  // a join's equalities: (its left column, its right column)
+  std::vector<int> inputs;                   // node indexes
   std::vector<Column> cols;
   std::vector<int> dims;  // the tensor's dims (classes), after Finish
   bool fused = false;     // computed by the Product of the node reading it
@@ -181,8 +193,11 @@ struct Compiler {
         const Node &l = p->nodes[n->inputs[0]], &rt = p->nodes[n->inputs[1]];
         n->cols = l.cols;
         n->cols.insert(n->cols.end(), rt.cols.begin(), rt.cols.end());
-        return !r->cond || Equate(*r->cond, *n);
+        return !r->cond || Condition(*r->cond, n);
       }
+      case RelKind::Filter:
+        n->cols = p->nodes[n->inputs[0]].cols;
+        return Condition(*r->cond, n);
       case RelKind::Project: {
         const Node &in = p->nodes[n->inputs[0]];
         for (const ExprP &e : r->exprs) {
@@ -217,26 +232,47 @@ struct Compiler {
     }
   }
 
-  // The join's condition: conjuncts, each an equality of two integer
-  // columns of the join, whose dims become one.
-  bool Equate(const Expr &c, const Node &n) {
+  // A join's or filter's condition: conjuncts, each an equality of two
+  // integer columns (their dims become one) or another comparison of two
+  // (a Mask).
+  bool Condition(const Expr &c, Node *n) {
     if (IsAnd(c)) {
       for (const ExprP &a : c.args)
-        if (!Equate(*a, n)) return false;
+        if (!Condition(*a, n)) return false;
       return true;
     }
-    if (!IsEquality(c)) return Refuse("a join condition other than equalities of keys");
-    int d[2];
+    std::string op = ComparisonOp(c);
+    if (op.empty()) return Refuse("a condition other than comparisons of keys");
+    int col[2];
     for (int i = 0; i < 2; i++) {
       const Expr &a = *c.args[i];
-      if (a.kind != ExprKind::Col || a.side != 0 || a.col < 0 || a.col >= static_cast<int>(n.cols.size()) ||
-          n.cols[a.col].dim < 0)
-        return Refuse("a join condition other than equalities of keys");
-      d[i] = n.cols[a.col].dim;
+      if (a.kind != ExprKind::Col || a.side != 0 || a.col < 0 || a.col >= static_cast<int>(n->cols.size()) ||
+          n->cols[a.col].dim < 0)
+        return Refuse("a condition other than comparisons of keys");
+      col[i] = a.col;
     }
-    int a = p->Find(d[0]), b = p->Find(d[1]);
-    if (a != b) p->parent[std::max(a, b)] = std::min(a, b);
+    if (op == "=") {
+      if (n->rel->kind == RelKind::Join) n->equated.push_back({std::min(col[0], col[1]), std::max(col[0], col[1])});
+      int a = p->Find(n->cols[col[0]].dim), b = p->Find(n->cols[col[1]].dim);
+      if (a != b) p->parent[std::max(a, b)] = std::min(a, b);
+      return true;
+    }
+    Mask m;
+    m.ca = col[0];
+    m.cb = col[1];
+    m.op = op;
+    n->masks.push_back(m);
     return true;
+  }
+  // The operator of `($1 OPERATOR(pg_catalog.<op>) $2)` over two arguments
+  // (or the core's `=`), or "".
+  static std::string ComparisonOp(const Expr &c) {
+    if (c.kind != ExprKind::Opaque || c.args.size() != 2) return "";
+    if (IsEquality(c)) return "=";
+    static const char *const kOps[] = {"<", "<=", ">", ">=", "<>"};
+    for (const char *op : kOps)
+      if (c.text == std::string("($1 OPERATOR(pg_catalog.") + op + ") $2)") return op;
+    return "";
   }
 };
 
@@ -247,6 +283,10 @@ void Finish(Program *p) {
   for (Node &n : p->nodes) {
     for (Column &c : n.cols)
       if (c.dim >= 0) c.dim = p->Find(c.dim);
+    for (Mask &m : n.masks) {
+      m.da = n.cols[m.ca].dim;
+      m.db = n.cols[m.cb].dim;
+    }
     auto add = [&n](int d) {
       if (std::find(n.dims.begin(), n.dims.end(), d) == n.dims.end()) n.dims.push_back(d);
     };
@@ -296,6 +336,9 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
     if (!Has(dr, d)) return;  // (summed over, but in the left side only)
   for (int d : c.rows)
     if (Has(dr, d)) return;  // (a dim both sides keep: a batch of products)
+  for (const Mask &m : j.masks)
+    if (!Has(n.dims, m.da) || !Has(n.dims, m.db)) return;  // (a comparison of a summed dim)
+  c.masks = j.masks;
   p->nodes[pj].fused = p->nodes[jn].fused = true;
   n.product = std::move(c);
 }
@@ -314,6 +357,25 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
     return nullptr;
   }
   Finish(p.get());
+  // A join whose two sides share a dim that it does not equate: both read
+  // one relation's keys (q and k of attention, each from x's rows), where
+  // SQL pairs every row of one side with every row of the other, and one
+  // dim would pair only equal keys. (To run such a loss, each side's dims
+  // must be copies of their own: not done yet.)
+  for (const Node &n : p->nodes) {
+    if (n.rel->kind != RelKind::Join) continue;
+    const Node &l = p->nodes[n.inputs[0]], &r = p->nodes[n.inputs[1]];
+    int nl = static_cast<int>(l.cols.size());
+    for (int d : l.dims) {
+      if (std::find(r.dims.begin(), r.dims.end(), d) == r.dims.end()) continue;
+      bool equated = false;
+      for (const auto &[a, b] : n.equated) equated = equated || (a < nl && b >= nl && n.cols[a].dim == d);
+      if (!equated) {
+        *why = "a join of two relations that read the same keys, not equated by the join";
+        return nullptr;
+      }
+    }
+  }
   std::vector<int> readers(p->nodes.size(), 0);
   for (const Node &n : p->nodes)
     for (int k : n.inputs) readers[k]++;
@@ -339,6 +401,8 @@ struct Dim {
   bool range = true;
   std::vector<uint32_t> table;  // per value - base: its position (a span)
   std::unordered_map<int64_t, size_t> index;
+  std::vector<int64_t> values;  // per position: its value (where not a range)
+  int64_t Value(size_t pos) const { return range ? base + static_cast<int64_t>(pos) : values[pos]; }
   size_t Pos(double v) const {
     int64_t k = static_cast<int64_t>(v);
     if (range) return static_cast<size_t>(k - base);
@@ -489,10 +553,17 @@ struct Runner {
                 m.table[static_cast<size_t>(static_cast<int64_t>(rows[s]->val[c][i]) - lo[d])] = 1;
         }
         uint32_t at = 0;
-        for (uint32_t &x : m.table) x = x ? at++ : 0;
+        for (size_t i = 0; i < m.table.size(); i++)
+          if (m.table[i]) {
+            m.values.push_back(lo[d] + static_cast<int64_t>(i));
+            m.table[i] = at++;
+          }
         m.n = at;
         m.range = at == span;
-        if (m.range) m.table.clear();
+        if (m.range) {
+          m.table.clear();
+          m.values.clear();
+        }
         continue;
       }
       std::vector<int64_t> v;
@@ -507,6 +578,7 @@ struct Runner {
       m.n = v.size();
       m.range = false;
       for (size_t i = 0; i < v.size(); i++) m.index[v[i]] = i;
+      m.values = std::move(v);
     }
     return true;
   }
@@ -555,7 +627,32 @@ struct Runner {
       for (size_t k = 0; k < n.cols.size(); k++)
         if (n.cols[k].dim < 0) x->val[k][c] = k < nl ? l.val[k][lm[c]] : r.val[k - nl][rm[c]];
     }
+    return ApplyMasks(n.masks, x);
+  }
+
+  // The comparisons `masks` over x's cells: a cell where one fails is not
+  // there (its values stay, unread).
+  bool ApplyMasks(const std::vector<Mask> &masks, Tensor *x) {
+    for (const Mask &m : masks) {
+      std::vector<size_t> a, b;
+      if (!Map(*x, {m.da}, &a) || !Map(*x, {m.db}, &b)) return false;
+      const Dim &da = dim[m.da], &db = dim[m.db];
+      for (size_t c = 0; c < x->cells; c++) {
+        if (!x->present[c]) continue;
+        int64_t u = da.Value(a[c]), v = db.Value(b[c]);
+        bool ok = m.op == "<" ? u < v : m.op == "<=" ? u <= v : m.op == ">" ? u > v : m.op == ">=" ? u >= v : u != v;
+        if (!ok) x->present[c] = 0;
+      }
+    }
     return true;
+  }
+
+  bool FilterForward(const Node &n, Tensor *x) {
+    const Tensor &in = t[n.inputs[0]];
+    if (!Shape(x, n.dims, n.cols.size())) return false;
+    x->present = in.present;
+    x->val = in.val;
+    return ApplyMasks(n.masks, x);
   }
 
   // e's values over the present cells of `in` (0 elsewhere), its
@@ -744,6 +841,7 @@ struct Runner {
       x->present[cell] = 1;
       x->val[g][cell] = z.out.val[at[cell]];
     }
+    if (!ApplyMasks(c.masks, x)) return false;
     if (n.rel->nkeys == 0 && !x->present[0]) return Refuse("a sum of no rows (NULL)");
     return true;
   }
@@ -877,6 +975,16 @@ struct Runner {
         }
         return true;
       }
+      case RelKind::Filter: {
+        for (size_t col = 0; col < n.cols.size(); col++) {
+          if (adj[k][col].empty() || !n.cols[col].active) continue;
+          std::vector<double> d(adj[k][col]);
+          for (size_t c = 0; c < x.cells; c++)
+            if (!x.present[c]) d[c] = 0.0;
+          if (!AddAll(n.inputs[0], col, d, nullptr)) return false;
+        }
+        return true;
+      }
       case RelKind::Project: {
         int in = n.inputs[0];
         for (size_t col = 0; col < n.cols.size(); col++) {
@@ -957,6 +1065,9 @@ Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limi
         break;
       case RelKind::Project:
         ok = n.fused || run.ProjectForward(static_cast<int>(k), n, &run.t[k]);
+        break;
+      case RelKind::Filter:
+        ok = run.FilterForward(n, &run.t[k]);
         break;
       case RelKind::Aggregate:
         ok = n.product.join >= 0 ? run.ContractForward(n, &run.t[k])

@@ -321,6 +321,144 @@ TEST(DenseProgram, AvgRaisesAsFloat8AccumDoes) {
   EXPECT_EQ(o.grads[0].val, (std::vector<double>{0.5, 0.5}));
 }
 
+ExprP Le(int a, int b) {
+  return MakeOpaque("($1 OPERATOR(pg_catalog.<=) $2)", "int4le", {MakeCol(a, 0, kInt4), MakeCol(b, 0, kInt4)},
+                    ddx::kBool);
+}
+ExprP And(ExprP a, ExprP b) { return MakeOpaque("($1 AND $2)", "AND", {std::move(a), std::move(b)}, ddx::kBool); }
+ExprP F(int c) { return MakeCol(c, 0, kFloat8); }
+ExprP K(int c) { return MakeCol(c, 0, kInt4); }
+RelP Mm(const RelP &x, const RelP &w) {  // SELECT x.i, w.j, sum(x.val * w.val) ... ON x.j = w.i GROUP BY x.i, w.j
+  return MakeAggregate(
+      MakeProject(MakeJoin(x, w, JoinKind::Inner, Eq(1, 3)), {K(0), K(4), MakeCall("mul", {F(2), F(5)}, kFloat8)}), 2,
+      {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+}
+
+// test/torch/test_models.py's ATTN_SQL: causal attention (k.t <= q.t) with
+// its softmax by max, exp, sum and division, and loss sum(o * tg); q, k and
+// v from one table x where `shared`, else each from a table of its own (xq,
+// xk, xv) with the same rows.
+struct Attention {
+  RelP x, xk, xv, wq, wk, wv, tg, loss;
+};
+Attention AttentionLoss(int d, bool shared) {
+  Attention a;
+  a.x = MakeScan("public.x", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+  a.xk = shared ? a.x : MakeScan("public.xk", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+  a.xv = shared ? a.x : MakeScan("public.xv", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+  a.wq = MakeScan("public.wq", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  a.wk = MakeScan("public.wk", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 1});
+  a.wv = MakeScan("public.wv", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 2});
+  a.tg = MakeScan("public.tg", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, -1});
+  RelP q = Mm(a.x, a.wq), k = Mm(a.xk, a.wk), v = Mm(a.xv, a.wv);
+  RelP raw = MakeAggregate(MakeProject(MakeJoin(q, k, JoinKind::Inner, And(Eq(4, 1), Le(3, 0))),
+                                       {K(0), K(3), MakeCall("mul", {F(2), F(5)}, kFloat8)}),
+                           2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+  ExprP root = MakeCall("sqrt", {MakeConst("('" + std::to_string(d) + "'::integer)", kInt4)}, kFloat8);
+  RelP sc = MakeProject(raw, {K(0), K(1), MakeCall("div", {F(2), root}, kFloat8)});
+  RelP mx = MakeAggregate(MakeProject(sc, {K(0), F(2)}), 1, {{"max", 1}}, {kInt4, kFloat8});
+  RelP e = MakeProject(MakeJoin(sc, mx, JoinKind::Inner, Eq(3, 0)),
+                       {K(0), K(1), MakeCall("exp", {MakeCall("sub", {F(2), F(4)}, kFloat8)}, kFloat8)});
+  RelP z = MakeAggregate(MakeProject(e, {K(0), F(2)}), 1, {{"sum", 1}}, {kInt4, kFloat8});
+  RelP p = MakeProject(MakeJoin(e, z, JoinKind::Inner, Eq(3, 0)), {K(0), K(1), MakeCall("div", {F(2), F(4)}, kFloat8)});
+  RelP o = MakeAggregate(
+      MakeProject(MakeJoin(p, v, JoinKind::Inner, Eq(3, 1)), {K(0), K(4), MakeCall("mul", {F(2), F(5)}, kFloat8)}), 2,
+      {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+  a.loss = MakeAggregate(MakeProject(MakeJoin(o, a.tg, JoinKind::Inner, And(Eq(3, 0), Eq(4, 1))),
+                                     {MakeCall("mul", {F(2), F(5)}, kFloat8)}),
+                         0, {{"sum", 0}}, {kFloat8});
+  return a;
+}
+
+using Mat = std::vector<std::vector<double>>;
+// The statement's loss, relation by relation, in loops.
+double AttentionOracle(const Mat &x, const Mat &wq, const Mat &wk, const Mat &wv, const Mat &tg) {
+  size_t t = x.size(), din = wq.size(), d = wq[0].size();
+  auto mm = [&](const Mat &w) {
+    Mat r(t, std::vector<double>(d, 0.0));
+    for (size_t i = 0; i < t; i++)
+      for (size_t j = 0; j < d; j++)
+        for (size_t f = 0; f < din; f++) r[i][j] += x[i][f] * w[f][j];
+    return r;
+  };
+  Mat q = mm(wq), k = mm(wk), v = mm(wv);
+  double loss = 0.0;
+  for (size_t i = 0; i < t; i++) {
+    std::vector<double> sc(i + 1, 0.0);
+    for (size_t j = 0; j <= i; j++) {
+      for (size_t c = 0; c < d; c++) sc[j] += q[i][c] * k[j][c];
+      sc[j] /= std::sqrt(static_cast<double>(d));
+    }
+    double m = *std::max_element(sc.begin(), sc.end()), z = 0.0;
+    for (double s : sc) z += std::exp(s - m);
+    for (size_t c = 0; c < d; c++) {
+      double o = 0.0;
+      for (size_t j = 0; j <= i; j++) o += std::exp(sc[j] - m) / z * v[j][c];
+      loss += o * tg[i][c];
+    }
+  }
+  return loss;
+}
+
+// Where q, k and v all read x, the scores' join pairs q's rows and k's by
+// their own t, which one dim of x's i cannot: refused, not computed on the
+// diagonal.
+TEST(DenseProgram, RefusesAJoinOfOneTablesKeysWithThemselves) {
+  std::string why;
+  EXPECT_FALSE(Compile(AttentionLoss(2, true).loss, &why));
+  EXPECT_NE(why.find("same keys"), std::string::npos) << why;
+}
+
+TEST(DenseProgram, CausalAttentionAgainstCentralDifferences) {
+  const int t = 6, din = 3, d = 2;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> nd(0.0, 0.8);
+  auto rand = [&](int r, int c) {
+    Mat m(r, std::vector<double>(c));
+    for (auto &row : m)
+      for (double &v : row) v = nd(rng);
+    return m;
+  };
+  Mat x = rand(t, din), wq = rand(din, d), wk = rand(din, d), wv = rand(din, d), tg = rand(t, d);
+  auto rows = [](const Mat &m) {
+    std::vector<Row3> r;
+    for (size_t i = 0; i < m.size(); i++)
+      for (size_t j = 0; j < m[i].size(); j++) r.push_back({static_cast<int>(i), static_cast<int>(j), m[i][j]});
+    return ToRows(r);
+  };
+  Attention a = AttentionLoss(d, false);
+  std::string why;
+  auto p = Compile(a.loss, &why);
+  ASSERT_TRUE(p) << why;
+  Rows xr = rows(x), qr = rows(wq), kr = rows(wk), vr = rows(wv), tr = rows(tg);
+  std::map<const ddx::Rel *, const Rows *> by = {{a.x.get(), &xr},  {a.xk.get(), &xr}, {a.xv.get(), &xr},
+                                                 {a.wq.get(), &qr}, {a.wk.get(), &kr}, {a.wv.get(), &vr},
+                                                 {a.tg.get(), &tr}};
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*p)) in.push_back(by.at(s));
+  Outcome o = ddx::dense::Run(*p, in, 1 << 26);
+  ASSERT_TRUE(o.done) << o.why;
+  EXPECT_EQ(o.products, 6);  // q, k, v, the masked scores, p . v, the loss's sum
+  double loss = AttentionOracle(x, wq, wk, wv, tg);
+  EXPECT_NEAR(o.loss, loss, 1e-12 * (1 + std::fabs(loss)));
+  ASSERT_EQ(o.grads.size(), 3u);
+  for (const auto &g : o.grads) {
+    Mat *w = g.scan == a.wq.get() ? &wq : g.scan == a.wk.get() ? &wk : &wv;
+    for (int f = 0; f < din; f++)
+      for (int j = 0; j < d; j++) {
+        const double h = 1e-6, keep = (*w)[f][j];
+        (*w)[f][j] = keep + h;
+        double up = AttentionOracle(x, wq, wk, wv, tg);
+        (*w)[f][j] = keep - h;
+        double down = AttentionOracle(x, wq, wk, wv, tg);
+        (*w)[f][j] = keep;
+        double fd = (up - down) / (2 * h);
+        EXPECT_NEAR(g.val[static_cast<size_t>(f * d + j)], fd, 1e-7 * (1 + std::fabs(fd)))
+            << g.scan->table << " " << f << "," << j;
+      }
+  }
+}
+
 TEST(DenseProgram, CompileSaysWhyNot) {
   Matmul m = MatmulLoss();
   std::string why;

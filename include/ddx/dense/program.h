@@ -22,7 +22,10 @@
 // dims, a scan's read at each row's cell.
 //
 // What is accepted (Compile says why not): scans of integer and float8
-// columns; inner joins whose condition is equalities of integer columns;
+// columns; inner joins and filters whose conditions compare integer columns
+// (= unites dims, < <= > >= <> keep the cells where they hold: a causal
+// mask); not a join of two relations that share a dim it does not equate
+// (both read one table's keys: each side's dims would need copies);
 // projections of columns and of float8 expressions of the scalar rules over
 // float8 columns and numeric constants; groupings by integer columns with
 // sum, avg, max and min of float8 values (their adjoints the SQL program's:
