@@ -11,6 +11,7 @@
 #include "ddx/dense/contract.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -40,16 +41,22 @@ bool ConstValue(const Expr &e, double *v) {
                                          "pg_catalog.int4",  "pg_catalog.int8",  "pg_catalog.numeric",
                                          "pg_catalog.float8"};
   if (std::find(std::begin(kNumeric), std::end(kNumeric), type) == std::end(kNumeric)) return false;
+  // (decimal digits only: strtod would read hex and "inf", which these
+  // types' input functions do not; a value past float8's range, which
+  // PostgreSQL's cast of the constant refuses, is refused here)
+  if (lit.empty() || lit.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
   char *end = nullptr;
+  errno = 0;
   *v = std::strtod(lit.c_str(), &end);
-  return end && *end == '\0' && !lit.empty();
+  if (errno == ERANGE || !end || *end != '\0') return false;
+  if (*v == 0.0) *v = 0.0;  // (an integer's or numeric's -0 is 0)
+  return true;
 }
 
 // An equality of two columns (the translator's `=` and the core's own),
 // and the conjuncts of an AND.
 bool IsEquality(const Expr &e) {
-  return e.kind == ExprKind::Opaque && e.args.size() == 2 &&
-         (e.name == "=" || e.text == "($1 OPERATOR(pg_catalog.=) $2)");
+  return e.kind == ExprKind::Opaque && e.args.size() == 2 && e.text == "($1 OPERATOR(pg_catalog.=) $2)";
 }
 bool IsAnd(const Expr &e) { return e.kind == ExprKind::Opaque && e.name == "AND"; }
 
@@ -96,6 +103,8 @@ struct Node {
   const Rel *rel = nullptr;
   std::vector<Mask> masks;
   std::vector<std::pair<int, int>> equated;  // a join's equalities: (its left column, its right column)
+  std::vector<std::pair<int, int>> unions;   // the same as the dims (scan columns') they united
+  std::vector<int> origins;                  // the scan columns' dims its dims come from (Local)
   std::vector<int> inputs;                   // node indexes
   std::vector<Column> cols;
   std::vector<int> dims;  // the tensor's dims (classes), after Finish
@@ -251,8 +260,14 @@ struct Compiler {
         return Refuse("a condition other than comparisons of keys");
       col[i] = a.col;
     }
-    if (op == "=") {
-      if (n->rel->kind == RelKind::Join) n->equated.push_back({std::min(col[0], col[1]), std::max(col[0], col[1])});
+    int nl = n->rel->kind == RelKind::Join ? static_cast<int>(p->nodes[n->inputs[0]].cols.size()) : -1;
+    bool across = nl >= 0 && (col[0] < nl) != (col[1] < nl);
+    // An equality of a left key with a right one unites their dims; one of
+    // two keys of one input (a filter's, or a join's of one side) is a mask,
+    // which leaves that input's dims apart for its other readers.
+    if (op == "=" && across) {
+      n->equated.push_back({std::min(col[0], col[1]), std::max(col[0], col[1])});
+      n->unions.push_back({n->cols[col[0]].dim, n->cols[col[1]].dim});
       int a = p->Find(n->cols[col[0]].dim), b = p->Find(n->cols[col[1]].dim);
       if (a != b) p->parent[std::max(a, b)] = std::min(a, b);
       return true;
@@ -269,12 +284,59 @@ struct Compiler {
   static std::string ComparisonOp(const Expr &c) {
     if (c.kind != ExprKind::Opaque || c.args.size() != 2) return "";
     if (IsEquality(c)) return "=";
-    static const char *const kOps[] = {"<", "<=", ">", ">=", "<>"};
+    static const char *const kOps[] = {"<", "<=", ">", ">=", "<>", "="};
     for (const char *op : kOps)
       if (c.text == std::string("($1 OPERATOR(pg_catalog.") + op + ") $2)") return op;
     return "";
   }
 };
+
+// Whether every dim the global union-find unites within one relation was
+// united by the joins that relation is made of. A relation read twice keeps
+// its dims apart for the reader that does not equate them; one union-find
+// for the whole program would merge them for every reader (s(i, j) read as
+// two projections whose join equates i with j would collapse s itself to
+// its diagonal). Such programs are refused: each reader's dims of their own
+// are not done yet. Run before Finish, over the scan columns' dims.
+bool Local(Program *p, std::string *why) {
+  size_t nn = p->nodes.size();
+  std::vector<std::vector<std::pair<int, int>>> below(nn);
+  for (size_t k = 0; k < nn; k++) {
+    Node &n = p->nodes[k];
+    std::vector<int> &o = n.origins;
+    if (n.rel->kind == RelKind::Aggregate) {
+      for (int c = 0; c < n.rel->nkeys; c++) o.push_back(n.cols[c].dim);
+    } else if (n.rel->kind == RelKind::Scan) {
+      for (const Column &c : n.cols)
+        if (c.dim >= 0) o.push_back(c.dim);
+    } else {
+      for (int i : n.inputs) o.insert(o.end(), p->nodes[i].origins.begin(), p->nodes[i].origins.end());
+    }
+    std::sort(o.begin(), o.end());
+    o.erase(std::unique(o.begin(), o.end()), o.end());
+    for (int i : n.inputs) below[k].insert(below[k].end(), below[i].begin(), below[i].end());
+    below[k].insert(below[k].end(), n.unions.begin(), n.unions.end());
+    std::map<int, int> up;
+    std::function<int(int)> find = [&](int d) {
+      auto it = up.find(d);
+      if (it == up.end() || it->second == d) return d;
+      return it->second = find(it->second);
+    };
+    for (const auto &[a, b] : below[k]) {
+      int x = find(a), y = find(b);
+      if (x != y) up[std::max(x, y)] = std::min(x, y);
+    }
+    std::map<int, int> local_of;  // a global class: the local class of its first origin here
+    for (int d : o) {
+      auto [it, fresh] = local_of.insert({p->Find(d), find(d)});
+      if (!fresh && it->second != find(d)) {
+        *why = "a relation read by two readers of which one equates two of its keys";
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 // After the dims are united: each column's class, and each node's dims (its
 // inputs' and its own coordinates' classes, in first-seen order; a
@@ -356,6 +418,7 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
     *why = "a loss of other than one float8 column";
     return nullptr;
   }
+  if (!Local(p.get(), why)) return nullptr;
   Finish(p.get());
   // A join whose two sides share a dim that it does not equate: both read
   // one relation's keys (q and k of attention, each from x's rows), where
@@ -472,6 +535,7 @@ struct Runner {
       if (x->extent[i] && x->cells > limit / x->extent[i]) return Refuse("arrays past the memory limit");
       x->cells *= x->extent[i];
     }
+    if (x->cells > limit / (1 + 8 * ncols)) return Refuse("arrays past the memory limit");
     if (!Take(x->cells * (1 + 8 * ncols))) return false;
     x->present.assign(x->cells, 0);
     x->val.assign(ncols, {});
@@ -489,7 +553,7 @@ struct Runner {
       ts[k] = s;
       s *= dim[dims[i]].n;
     }
-    if (!Take(8 * x.cells)) return false;
+    // (transient, 8 bytes a cell of a tensor counted already: not counted)
     m->resize(x.cells);
     size_t place = 0;
     for (size_t c = 0; c < x.cells; c++) {
@@ -529,6 +593,7 @@ struct Runner {
           if (r.null[c][i]) return Refuse(d >= 0 ? "a NULL key" : "a NULL value");
         if (d < 0) continue;
         for (size_t i = 0; i < r.n; i++) {
+          if (!(std::fabs(r.val[c][i]) < 9007199254740992.0)) return Refuse("a key past 2^53");
           int64_t v = static_cast<int64_t>(r.val[c][i]);
           lo[d] = std::min(lo[d], v);
           hi[d] = std::max(hi[d], v);
@@ -640,7 +705,12 @@ struct Runner {
       for (size_t c = 0; c < x->cells; c++) {
         if (!x->present[c]) continue;
         int64_t u = da.Value(a[c]), v = db.Value(b[c]);
-        bool ok = m.op == "<" ? u < v : m.op == "<=" ? u <= v : m.op == ">" ? u > v : m.op == ">=" ? u >= v : u != v;
+        bool ok = m.op == "<"    ? u < v
+                  : m.op == "<=" ? u <= v
+                  : m.op == ">"  ? u > v
+                  : m.op == ">=" ? u >= v
+                  : m.op == "="  ? u == v
+                                 : u != v;
         if (!ok) x->present[c] = 0;
       }
     }
@@ -804,7 +874,8 @@ struct Runner {
               Matrix *m) {
     const Tensor &x = t[node];
     size_t rows = Extent(rdims), cols = Extent(cdims);
-    if (!Take(rows * cols * 10)) return false;
+    if (cols && rows > limit / 10 / cols) return Refuse("arrays past the memory limit");
+    if (!Take(rows * cols * 10)) return false;  // (the caller gives it back: Give)
     std::vector<size_t> at;
     if (!Map(x, Cat(rdims, cdims), &at)) return false;
     *m = Matrix(static_cast<int64_t>(rows), static_cast<int64_t>(cols));
@@ -816,6 +887,9 @@ struct Runner {
       }
     return true;
   }
+  // A matrix of Gather's, done with: its bytes no longer counted (with the
+  // product's out, counted alike).
+  void Give(const Matrix &m) { bytes -= std::min(bytes, m.val.size() * 10); }
   bool Failed(FloatError e) {
     if (e == FloatError::kNone) return false;
     Fail(e == FloatError::kOverflow ? Fault::kOverflow : Fault::kUnderflow);
@@ -828,8 +902,11 @@ struct Runner {
     Matrix a, b;
     if (!Gather(c.left, c.lcol, c.rows, c.k, false, &a) || !Gather(c.right, c.rcol, c.k, c.cols, false, &b))
       return false;
+    if (!Take(Extent(c.rows) * Extent(c.cols) * 10)) return false;
     ddx::dense::Contraction z = Contract(a, b);
     out.products++;
+    Give(a);
+    Give(b);
     if (Failed(z.error)) return false;
     std::vector<size_t> at;
     if (!Map(*x, Cat(c.rows, c.cols), &at)) return false;
@@ -841,6 +918,7 @@ struct Runner {
       x->present[cell] = 1;
       x->val[g][cell] = z.out.val[at[cell]];
     }
+    Give(z.out);
     if (!ApplyMasks(c.masks, x)) return false;
     if (n.rel->nkeys == 0 && !x->present[0]) return Refuse("a sum of no rows (NULL)");
     return true;
@@ -867,15 +945,18 @@ struct Runner {
         if (!Gather(other, ocol, c.k, c.rows, false, &o)) return false;
         r = Contract(o, dz);
       }
-      if (Failed(r.error)) return false;
+      Give(o);
+      if (Failed(r.error) || !Take(r.out.val.size() * 10)) return false;
       const Tensor &x = t[node];
       std::vector<size_t> at;
       if (!Map(x, s == 0 ? Cat(c.rows, c.k) : Cat(c.k, c.cols), &at)) return false;
       std::vector<double> d(x.cells, 0.0);
       for (size_t cell = 0; cell < x.cells; cell++)
         if (x.present[cell] && r.out.present[at[cell]] && !r.out.null[at[cell]]) d[cell] = r.out.val[at[cell]];
+      Give(r.out);
       if (!AddAll(node, col, d, nullptr)) return false;
     }
+    Give(dz);
     return true;
   }
 
@@ -1039,8 +1120,12 @@ struct Runner {
 Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit) {
   Runner run{p, limit, {}, {}, {}, {}, {}, {}, 0};
   Outcome &out = run.out;
+  // (a fault too: the dense program evaluates every cell, the SQL program
+  // only the rows its plan reaches, an inlined projection's after the joins
+  // above it; whether PostgreSQL raises is the SQL program's to find)
   auto stop = [&out]() {
-    out.done = out.fault != Fault::kNone;
+    out.done = false;
+    if (out.why.empty() && out.fault != Fault::kNone) out.why = std::string("a float error: ") + Message(out.fault);
     return out;
   };
   if (rows.size() != p.scans.size()) {

@@ -26,6 +26,7 @@ using ddx::MakeAggregate;
 using ddx::MakeCall;
 using ddx::MakeCol;
 using ddx::MakeConst;
+using ddx::MakeFilter;
 using ddx::MakeJoin;
 using ddx::MakeOpaque;
 using ddx::MakeProject;
@@ -195,7 +196,7 @@ TEST(DenseProgram, FloatErrorsAsPostgreSQLRaisesThem) {
   std::vector<Row3> x = {{1, 1, 1000.0}}, w = {{1, 1, 1.0}};
   for (bool by_cells : {false, true}) {
     Outcome o = RunOn(MatmulLoss(true, by_cells), x, w);  // exp(1000): 22003
-    EXPECT_TRUE(o.done);
+    EXPECT_FALSE(o.done);                                 // (the SQL program's to raise)
     EXPECT_EQ(o.fault, Fault::kOverflow);
     std::vector<Row3> x2 = {{1, 1, 1e200}, {2, 1, 1.0}}, w2 = {{1, 1, 1e200}};
     o = RunOn(MatmulLoss(true, by_cells), x2, w2);  // the product overflows
@@ -312,7 +313,7 @@ TEST(DenseProgram, AvgRaisesAsFloat8AccumDoes) {
   r.val = {{1, 2}, {1e160, -1e160}};
   r.null = {{0, 0}, {0, 0}};
   Outcome o = ddx::dense::Run(*p, {&r}, 1 << 20);
-  EXPECT_TRUE(o.done);
+  EXPECT_FALSE(o.done);
   EXPECT_EQ(o.fault, Fault::kOverflow);
   r.val[1] = {3.0, 5.0};
   o = ddx::dense::Run(*p, {&r}, 1 << 20);
@@ -456,6 +457,65 @@ TEST(DenseProgram, CausalAttentionAgainstCentralDifferences) {
         EXPECT_NEAR(g.val[static_cast<size_t>(f * d + j)], fd, 1e-7 * (1 + std::fabs(fd)))
             << g.scan->table << " " << f << "," << j;
       }
+  }
+}
+
+// One relation read twice (a CTE is one node of the IR): where its readers
+// do not equate its keys, the dims they share would pair only equal keys
+// (a cross join of c with itself: loss 9, not 5), and where one reader
+// equates two of them the others must still see them apart.
+TEST(DenseProgram, RefusesReadersThatWouldShareDims) {
+  RelP s = MakeScan("public.s", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  std::string why;
+  RelP cross =
+      MakeAggregate(MakeProject(MakeJoin(s, s, JoinKind::Inner, nullptr), {MakeCall("mul", {F(2), F(5)}, kFloat8)}), 0,
+                    {{"sum", 0}}, {kFloat8});
+  EXPECT_FALSE(Compile(cross, &why));
+  EXPECT_NE(why.find("same keys"), std::string::npos) << why;
+  RelP l = MakeProject(s, {K(0), F(2)}), r = MakeProject(s, {K(1), F(2)});
+  RelP diag =
+      MakeAggregate(MakeProject(MakeJoin(l, r, JoinKind::Inner, Eq(0, 2)), {MakeCall("mul", {F(1), F(3)}, kFloat8)}), 0,
+                    {{"sum", 0}}, {kFloat8});
+  EXPECT_FALSE(Compile(diag, &why));
+  EXPECT_NE(why.find("equates two of its keys"), std::string::npos) << why;
+}
+
+// A filter's equality of two keys of one relation keeps the cells where
+// they are equal, and leaves the relation's dims apart for its other
+// reader: loss = (sum of val where i = j) + (sum of val * val over s).
+TEST(DenseProgram, AnEqualityWithinOneRelationIsAMask) {
+  RelP s = MakeScan("public.s", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP a = MakeAggregate(MakeProject(MakeFilter(s, Eq(0, 1)), {F(2)}), 0, {{"sum", 0}}, {kFloat8});
+  RelP b = MakeAggregate(MakeProject(s, {MakeCall("mul", {F(2), F(2)}, kFloat8)}), 0, {{"sum", 0}}, {kFloat8});
+  RelP loss = MakeProject(MakeJoin(a, b, JoinKind::Inner, nullptr), {MakeCall("add", {F(0), F(1)}, kFloat8)});
+  std::string why;
+  auto p = Compile(loss, &why);
+  ASSERT_TRUE(p) << why;
+  std::vector<Row3> rs = {{0, 0, 0.5}, {0, 1, 1.5}, {1, 1, -2.0}, {2, 0, 3.0}};
+  Rows r = ToRows(rs);
+  Outcome o = ddx::dense::Run(*p, {&r}, 1 << 20);
+  ASSERT_TRUE(o.done) << o.why;
+  EXPECT_EQ(o.loss, (0.5 - 2.0) + (0.25 + 2.25 + 4.0 + 9.0));
+  EXPECT_EQ(o.grads[0].val, (std::vector<double>{1 + 1.0, 3.0, 1 - 4.0, 6.0}));
+}
+
+TEST(DenseProgram, RefusesKeysAndConstantsItCannotReadExactly) {
+  Rows x = ToRows({{1, 1, 0.5}}), w = ToRows({{1, 1, 1.0}});
+  x.val[0][0] = 9007199254740993.0;  // (2^53 + 1 as a double: 2^53, another key)
+  Matmul m = MatmulLoss();
+  std::string why;
+  auto p = Compile(m.loss, &why);
+  ASSERT_TRUE(p);
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *sc : ddx::dense::Scans(*p)) in.push_back(sc == m.x.get() ? &x : &w);
+  Outcome o = ddx::dense::Run(*p, in, 1 << 20);
+  EXPECT_FALSE(o.done);
+  EXPECT_NE(o.why.find("2^53"), std::string::npos) << o.why;
+  RelP s = MakeScan("public.s", {"i", "val"}, {kInt4, kFloat8}, {-1, 0});
+  for (const char *lit : {"('0x10'::integer)", "('1e-400'::numeric)", "('abc'::text)"}) {
+    RelP bad = MakeAggregate(MakeProject(s, {MakeCall("mul", {F(1), MakeConst(lit, kInt4)}, kFloat8)}), 0, {{"sum", 0}},
+                             {kFloat8});
+    EXPECT_FALSE(Compile(bad, &why)) << lit;
   }
 }
 

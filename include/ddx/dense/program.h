@@ -31,8 +31,11 @@
 // sum, avg, max and min of float8 values (their adjoints the SQL program's:
 // d, d / n, d shared by the ties); a loss of one row and one float8 column. What Run refuses
 // (the caller then takes the SQL program): a NULL value or key, two rows
-// with the same coordinates, arrays past the memory limit, a loss that is
-// NULL. A float error is PostgreSQL's, reported as a Fault.
+// with the same coordinates, a key past 2^53, arrays past the memory limit,
+// a loss that is NULL, and a float error (reported as PostgreSQL's Fault:
+// the program evaluates every cell, where the SQL program evaluates only the
+// rows its plan reaches, so whether PostgreSQL raises it is the SQL
+// program's to find).
 #pragma once
 
 #include <cstddef>
@@ -66,7 +69,7 @@ struct ColumnGradient {
 struct Outcome {
   bool done = false;           // false: refused (why), the SQL program's to run
   std::string why;             // a refusal's reason
-  Fault fault = Fault::kNone;  // PostgreSQL's error, where done
+  Fault fault = Fault::kNone;  // a float error PostgreSQL would raise on a row, seen (done false)
   double loss = 0.0;
   std::vector<ColumnGradient> grads;  // one per parameter column (Rel::param >= 0) of each scan
   size_t bytes = 0;                   // the arrays' peak memory
