@@ -62,9 +62,9 @@ bool IsAnd(const Expr &e) { return e.kind == ExprKind::Opaque && e.name == "AND"
 
 }  // namespace
 
-// A column of a relation: a coordinate (its dim's class) or a value.
+// A column of a relation: a coordinate (of one of its node's dims) or a value.
 struct Column {
-  int dim = -1;         // >= 0: a coordinate of dim `dim` (a class, after Finish)
+  int dim = -1;         // >= 0: a coordinate of dim `dim`, one of its node's own
   bool active = false;  // a value that carries gradient: one that reads a parameter column
 };
 
@@ -80,7 +80,8 @@ bool ReadsActive(const Expr &e, const std::vector<Column> &in) {
 
 // A comparison of two key columns of a join's or filter's rows (k.t <= q.t:
 // causal attention): a cell exists where it holds. Columns ca and cb of the
-// node, their dims after Finish; op one of < <= > >= <> (= unites dims).
+// node and their dims; op one of < <= > >= <> = (an equality of keys of two
+// sides of a join is no mask: it makes their dims one).
 struct Mask {
   int ca = -1, cb = -1;
   std::string op;
@@ -92,34 +93,46 @@ struct Mask {
 // sides, none in both kept): a matrix product (Contract), the join and the
 // projection between never formed.
 struct Product {
-  int join = -1, project = -1;     // the nodes it stands for (read by it alone)
-  int left = -1, right = -1;       // the join's inputs
-  int lcol = -1, rcol = -1;        // the product's columns in them
-  std::vector<int> rows, k, cols;  // the dims: left's kept, summed, right's kept
-  std::vector<Mask> masks;         // the join's comparisons (of kept dims only)
+  int join = -1, project = -1;  // the nodes it stands for (read by it alone)
+  int left = -1, right = -1;    // the join's inputs
+  int lcol = -1, rcol = -1;     // the product's columns in them
+  // the dims: the left's kept (rows) and summed (k), the right's summed (kr,
+  // in k's order) and kept (cols), each side's own; rows_a and cols_a the
+  // grouping's that rows and cols become
+  std::vector<int> rows, k, kr, cols, rows_a, cols_a;
+  std::vector<Mask> masks;  // the join's comparisons, of kept dims only, over the grouping's dims
 };
 
+// A relation of the program. Its dims are its own: a reader makes its own
+// copy of each dim of its inputs (`from`), so that two readers of one
+// relation (attention's q and k, both x's rows) keep theirs apart, and a
+// join's equality makes two of its own one. Which values a dim takes is
+// shared by a dim and its copies, and by the dims an equality makes one
+// (Program::Find: a class's positions, Run's).
 struct Node {
   const Rel *rel = nullptr;
-  std::vector<Mask> masks;
-  std::vector<std::pair<int, int>> equated;  // a join's equalities: (its left column, its right column)
-  std::vector<std::pair<int, int>> unions;   // the same as the dims (scan columns') they united
-  std::vector<int> origins;                  // the scan columns' dims its dims come from (Local)
-  std::vector<int> inputs;                   // node indexes
+  std::vector<int> inputs;  // node indexes
   std::vector<Column> cols;
-  std::vector<int> dims;  // the tensor's dims (classes), after Finish
-  bool fused = false;     // computed by the Product of the node reading it
-  Product product;        // an Aggregate's, where product.join >= 0
+  std::vector<int> dims;               // its tensor's dims, row-major
+  std::vector<std::vector<int>> from;  // per input, per dim of the input (its place): its copy here, or -1
+  std::vector<Mask> masks;
+  bool fused = false;  // computed by the Product of the node reading it
+  Product product;     // an Aggregate's, where product.join >= 0
 };
 
 class Program {
  public:
   std::vector<Node> nodes;  // inputs before their readers; the loss last
   std::vector<const Rel *> scans;
-  std::vector<int> parent;  // union-find over dims
-  int Find(int d) {
-    while (parent[d] != d) d = parent[d] = parent[parent[d]];
+  std::vector<int> parent;  // union-find over dims: which share their values
+  int Find(int d) const {
+    while (parent[d] != d) d = parent[d];
     return d;
+  }
+  void Unite(int a, int b) {
+    a = Find(a);
+    b = Find(b);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
   }
   int NewDim() {
     parent.push_back(static_cast<int>(parent.size()));
@@ -188,9 +201,10 @@ struct Compiler {
       case RelKind::Scan:
         for (const Type &t : r->cols) {
           size_t c = n->cols.size();
-          if (IsInt(t))
+          if (IsInt(t)) {
             n->cols.push_back({p->NewDim(), false});
-          else if (IsFloat8(t))
+            n->dims.push_back(n->cols.back().dim);
+          } else if (IsFloat8(t))
             n->cols.push_back({-1, c < r->param.size() && r->param[c] >= 0});
           else
             return Refuse("a column of type " + t.sql + " in " + r->table);
@@ -199,34 +213,48 @@ struct Compiler {
         return true;
       case RelKind::Join: {
         if (r->join != JoinKind::Inner) return Refuse("an outer join");
-        const Node &l = p->nodes[n->inputs[0]], &rt = p->nodes[n->inputs[1]];
-        n->cols = l.cols;
-        n->cols.insert(n->cols.end(), rt.cols.begin(), rt.cols.end());
-        return !r->cond || Condition(*r->cond, n);
+        std::vector<Column> l = Copy(n, 0), rt = Copy(n, 1);
+        n->cols = l;
+        n->cols.insert(n->cols.end(), rt.begin(), rt.end());
+        if (r->cond && !Condition(*r->cond, n)) return false;
+        DimsFrom(n);
+        return true;
       }
       case RelKind::Filter:
-        n->cols = p->nodes[n->inputs[0]].cols;
-        return Condition(*r->cond, n);
+        n->cols = Copy(n, 0);
+        if (!Condition(*r->cond, n)) return false;
+        DimsFrom(n);
+        return true;
       case RelKind::Project: {
         const Node &in = p->nodes[n->inputs[0]];
+        std::vector<Column> mine = Copy(n, 0);
         for (const ExprP &e : r->exprs) {
           if (e->kind == ExprKind::Col && e->side == 0 && e->col >= 0 && e->col < static_cast<int>(in.cols.size()) &&
               in.cols[e->col].dim >= 0) {
-            n->cols.push_back(in.cols[e->col]);
+            n->cols.push_back(mine[e->col]);
             continue;
           }
           if (!IsFloat8(e->type)) return Refuse("a projected value of type " + e->type.sql);
           if (!ValueExpr(*e, in)) return false;
           n->cols.push_back({-1, ReadsActive(*e, in.cols)});
         }
+        DimsFrom(n);
         return true;
       }
       case RelKind::Aggregate: {
         const Node &in = p->nodes[n->inputs[0]];
         if (r->distinct) return Refuse("SELECT DISTINCT");
+        // (its dims: copies of its keys' alone)
+        n->from.assign(1, std::vector<int>(in.dims.size(), -1));
         for (int k = 0; k < r->nkeys; k++) {
           if (in.cols[k].dim < 0) return Refuse("a group key that is not an integer column");
-          n->cols.push_back(in.cols[k]);
+          size_t at = Place(in.dims, in.cols[k].dim);
+          if (n->from[0][at] < 0) {
+            n->from[0][at] = p->NewDim();
+            p->Unite(in.cols[k].dim, n->from[0][at]);
+            n->dims.push_back(n->from[0][at]);
+          }
+          n->cols.push_back({n->from[0][at], false});
         }
         for (const AggCall &a : r->aggs) {
           if (a.fn != "sum" && a.fn != "avg" && a.fn != "max" && a.fn != "min") return Refuse("the aggregate " + a.fn);
@@ -238,6 +266,44 @@ struct Compiler {
       }
       default:
         return Refuse("a relation of kind " + std::to_string(static_cast<int>(r->kind)));
+    }
+  }
+
+  static size_t Place(const std::vector<int> &dims, int d) {
+    return static_cast<size_t>(std::find(dims.begin(), dims.end(), d) - dims.begin());
+  }
+  // Input i's columns with its dims copied as n's own (n->from[i]).
+  std::vector<Column> Copy(Node *n, size_t i) {
+    const Node &in = p->nodes[n->inputs[i]];
+    if (n->from.size() <= i) n->from.resize(i + 1);
+    n->from[i].clear();
+    for (int d : in.dims) {
+      n->from[i].push_back(p->NewDim());
+      p->Unite(d, n->from[i].back());
+    }
+    std::vector<Column> cols = in.cols;
+    for (Column &c : cols)
+      if (c.dim >= 0) c.dim = n->from[i][Place(in.dims, c.dim)];
+    return cols;
+  }
+  // n's dims: its inputs' copies, in order, each once (a join's equality
+  // has made two of them one).
+  static void DimsFrom(Node *n) {
+    n->dims.clear();
+    for (const std::vector<int> &f : n->from)
+      for (int d : f)
+        if (d >= 0 && std::find(n->dims.begin(), n->dims.end(), d) == n->dims.end()) n->dims.push_back(d);
+  }
+  // Dim b of n (a join) made dim a: in its columns, copies and masks.
+  static void Merge(Node *n, int a, int b) {
+    for (Column &c : n->cols)
+      if (c.dim == b) c.dim = a;
+    for (std::vector<int> &f : n->from)
+      for (int &d : f)
+        if (d == b) d = a;
+    for (Mask &m : n->masks) {
+      if (m.da == b) m.da = a;
+      if (m.db == b) m.db = a;
     }
   }
 
@@ -266,16 +332,19 @@ struct Compiler {
     // two keys of one input (a filter's, or a join's of one side) is a mask,
     // which leaves that input's dims apart for its other readers.
     if (op == "=" && across) {
-      n->equated.push_back({std::min(col[0], col[1]), std::max(col[0], col[1])});
-      n->unions.push_back({n->cols[col[0]].dim, n->cols[col[1]].dim});
-      int a = p->Find(n->cols[col[0]].dim), b = p->Find(n->cols[col[1]].dim);
-      if (a != b) p->parent[std::max(a, b)] = std::min(a, b);
+      int a = n->cols[col[0]].dim, b = n->cols[col[1]].dim;
+      if (a != b) {
+        p->Unite(a, b);
+        Merge(n, std::min(a, b), std::max(a, b));
+      }
       return true;
     }
     Mask m;
     m.ca = col[0];
     m.cb = col[1];
     m.op = op;
+    m.da = n->cols[col[0]].dim;
+    m.db = n->cols[col[1]].dim;
     n->masks.push_back(m);
     return true;
   }
@@ -291,78 +360,13 @@ struct Compiler {
   }
 };
 
-// Whether every dim the global union-find unites within one relation was
-// united by the joins that relation is made of. A relation read twice keeps
-// its dims apart for the reader that does not equate them; one union-find
-// for the whole program would merge them for every reader (s(i, j) read as
-// two projections whose join equates i with j would collapse s itself to
-// its diagonal). Such programs are refused: each reader's dims of their own
-// are not done yet. Run before Finish, over the scan columns' dims.
-bool Local(Program *p, std::string *why) {
-  size_t nn = p->nodes.size();
-  std::vector<std::vector<std::pair<int, int>>> below(nn);
-  for (size_t k = 0; k < nn; k++) {
-    Node &n = p->nodes[k];
-    std::vector<int> &o = n.origins;
-    if (n.rel->kind == RelKind::Aggregate) {
-      for (int c = 0; c < n.rel->nkeys; c++) o.push_back(n.cols[c].dim);
-    } else if (n.rel->kind == RelKind::Scan) {
-      for (const Column &c : n.cols)
-        if (c.dim >= 0) o.push_back(c.dim);
-    } else {
-      for (int i : n.inputs) o.insert(o.end(), p->nodes[i].origins.begin(), p->nodes[i].origins.end());
-    }
-    std::sort(o.begin(), o.end());
-    o.erase(std::unique(o.begin(), o.end()), o.end());
-    for (int i : n.inputs) below[k].insert(below[k].end(), below[i].begin(), below[i].end());
-    below[k].insert(below[k].end(), n.unions.begin(), n.unions.end());
-    std::map<int, int> up;
-    std::function<int(int)> find = [&](int d) {
-      auto it = up.find(d);
-      if (it == up.end() || it->second == d) return d;
-      return it->second = find(it->second);
-    };
-    for (const auto &[a, b] : below[k]) {
-      int x = find(a), y = find(b);
-      if (x != y) up[std::max(x, y)] = std::min(x, y);
-    }
-    std::map<int, int> local_of;  // a global class: the local class of its first origin here
-    for (int d : o) {
-      auto [it, fresh] = local_of.insert({p->Find(d), find(d)});
-      if (!fresh && it->second != find(d)) {
-        *why = "a relation read by two readers of which one equates two of its keys";
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-// After the dims are united: each column's class, and each node's dims (its
-// inputs' and its own coordinates' classes, in first-seen order; a
-// grouping's: its keys').
-void Finish(Program *p) {
-  for (Node &n : p->nodes) {
-    for (Column &c : n.cols)
-      if (c.dim >= 0) c.dim = p->Find(c.dim);
-    for (Mask &m : n.masks) {
-      m.da = n.cols[m.ca].dim;
-      m.db = n.cols[m.cb].dim;
-    }
-    auto add = [&n](int d) {
-      if (std::find(n.dims.begin(), n.dims.end(), d) == n.dims.end()) n.dims.push_back(d);
-    };
-    if (n.rel->kind != RelKind::Aggregate)
-      for (int k : n.inputs)
-        for (int d : p->nodes[k].dims) add(d);
-    for (const Column &c : n.cols)
-      if (c.dim >= 0) add(c.dim);
-  }
-}
-
 bool Has(const std::vector<int> &v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); }
 
-// The grouping `a` as a Product, where it is one (see Product).
+// The grouping `a` as a Product, where it is one (see Product): its input a
+// projection of a join (each read by the next alone) whose one sum is of a
+// left column times a right one; each dim of the join either kept by the
+// grouping and of one side, or summed and of both (their equality made it
+// one); the join's comparisons of kept dims only.
 void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   Node &n = p->nodes[a];
   const Rel &r = *n.rel;
@@ -377,7 +381,8 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   if (e.kind != ExprKind::Call || e.text != "mul") return;
   const Expr &x = *e.args[0], &y = *e.args[1];
   if (x.kind != ExprKind::Col || y.kind != ExprKind::Col) return;
-  int nl = static_cast<int>(p->nodes[j.inputs[0]].cols.size());
+  const Node &ln = p->nodes[j.inputs[0]], &rn = p->nodes[j.inputs[1]];
+  int nl = static_cast<int>(ln.cols.size());
   if ((x.col < nl) == (y.col < nl)) return;  // (both factors of one side)
   const Expr &l = x.col < nl ? x : y, &rt = x.col < nl ? y : x;
   Product c;
@@ -387,20 +392,51 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   c.right = j.inputs[1];
   c.lcol = l.col;
   c.rcol = rt.col - nl;
-  const std::vector<int> &dl = p->nodes[c.left].dims, &dr = p->nodes[c.right].dims;
-  for (int d : dl) (Has(n.dims, d) ? c.rows : c.k).push_back(d);
-  for (int d : dr)
-    if (Has(n.dims, d))
-      c.cols.push_back(d);
-    else if (!Has(c.k, d))
-      return;  // (summed over, but in the right side only)
-  for (int d : c.k)
-    if (!Has(dr, d)) return;  // (summed over, but in the left side only)
-  for (int d : c.rows)
-    if (Has(dr, d)) return;  // (a dim both sides keep: a batch of products)
-  for (const Mask &m : j.masks)
-    if (!Has(n.dims, m.da) || !Has(n.dims, m.db)) return;  // (a comparison of a summed dim)
-  c.masks = j.masks;
+  // each dim of the join: its place among the projection's (the same), the
+  // grouping's copy of it, and its left and right originals
+  auto kept = [&](int jd) {
+    size_t at = Compiler::Place(j.dims, jd);
+    return n.from[0][at];  // (the projection's dims are the join's, in order)
+  };
+  for (size_t at = 0; at < j.dims.size(); at++) {
+    int jd = j.dims[at];
+    int li = static_cast<int>(Compiler::Place(j.from[0], jd)), ri = static_cast<int>(Compiler::Place(j.from[1], jd));
+    bool inl = li < static_cast<int>(j.from[0].size()), inr = ri < static_cast<int>(j.from[1].size());
+    int ad = kept(jd);
+    if (ad >= 0) {
+      if (inl == inr) return;  // (kept, and of both sides: a batch of products)
+      (inl ? c.rows : c.cols).push_back(inl ? ln.dims[li] : rn.dims[ri]);
+      (inl ? c.rows_a : c.cols_a).push_back(ad);
+    } else {
+      if (!inl || !inr) return;  // (summed over, but of one side only)
+      c.k.push_back(ln.dims[li]);
+      c.kr.push_back(rn.dims[ri]);
+    }
+  }
+  for (const Mask &m : j.masks) {
+    Mask g = m;
+    g.da = kept(m.da);
+    g.db = kept(m.db);
+    if (g.da < 0 || g.db < 0) return;  // (a comparison of a summed dim)
+    c.masks.push_back(g);
+  }
+  // (the rows' and cols' order in the matrices: the sides' own)
+  auto order = [](std::vector<int> *own, std::vector<int> *other, const std::vector<int> &dims) {
+    std::vector<size_t> idx(own->size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](size_t a2, size_t b2) {
+      return Compiler::Place(dims, (*own)[a2]) < Compiler::Place(dims, (*own)[b2]);
+    });
+    std::vector<int> o, t;
+    for (size_t i2 : idx) {
+      o.push_back((*own)[i2]);
+      t.push_back((*other)[i2]);
+    }
+    *own = o;
+    *other = t;
+  };
+  order(&c.rows, &c.rows_a, ln.dims);
+  order(&c.cols, &c.cols_a, rn.dims);
   p->nodes[pj].fused = p->nodes[jn].fused = true;
   n.product = std::move(c);
 }
@@ -417,27 +453,6 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
   if (loss->cols.size() != 1 || !IsFloat8(loss->cols[0])) {
     *why = "a loss of other than one float8 column";
     return nullptr;
-  }
-  if (!Local(p.get(), why)) return nullptr;
-  Finish(p.get());
-  // A join whose two sides share a dim that it does not equate: both read
-  // one relation's keys (q and k of attention, each from x's rows), where
-  // SQL pairs every row of one side with every row of the other, and one
-  // dim would pair only equal keys. (To run such a loss, each side's dims
-  // must be copies of their own: not done yet.)
-  for (const Node &n : p->nodes) {
-    if (n.rel->kind != RelKind::Join) continue;
-    const Node &l = p->nodes[n.inputs[0]], &r = p->nodes[n.inputs[1]];
-    int nl = static_cast<int>(l.cols.size());
-    for (int d : l.dims) {
-      if (std::find(r.dims.begin(), r.dims.end(), d) == r.dims.end()) continue;
-      bool equated = false;
-      for (const auto &[a, b] : n.equated) equated = equated || (a < nl && b >= nl && n.cols[a].dim == d);
-      if (!equated) {
-        *why = "a join of two relations that read the same keys, not equated by the join";
-        return nullptr;
-      }
-    }
   }
   std::vector<int> readers(p->nodes.size(), 0);
   for (const Node &n : p->nodes)
@@ -524,13 +539,16 @@ struct Runner {
     return bytes <= limit || Refuse("arrays past the memory limit");
   }
 
+  // A dim's positions: its class's (dims and their copies share them).
+  const Dim &D(int d) const { return dim[static_cast<size_t>(p.Find(d))]; }
+
   bool Shape(Tensor *x, const std::vector<int> &dims, size_t ncols) {
     x->dims = dims;
     x->extent.resize(dims.size());
     x->stride.resize(dims.size());
     x->cells = 1;
     for (size_t i = dims.size(); i-- > 0;) {
-      x->extent[i] = dim[dims[i]].n;
+      x->extent[i] = D(dims[i]).n;
       x->stride[i] = x->cells;
       if (x->extent[i] && x->cells > limit / x->extent[i]) return Refuse("arrays past the memory limit");
       x->cells *= x->extent[i];
@@ -551,7 +569,7 @@ struct Runner {
     for (size_t i = dims.size(); i-- > 0;) {
       size_t k = static_cast<size_t>(std::find(x.dims.begin(), x.dims.end(), dims[i]) - x.dims.begin());
       ts[k] = s;
-      s *= dim[dims[i]].n;
+      s *= D(dims[i]).n;
     }
     // (transient, 8 bytes a cell of a tensor counted already: not counted)
     m->resize(x.cells);
@@ -566,6 +584,15 @@ struct Runner {
       }
     }
     return true;
+  }
+  // A grouping's dims as its input's (the keys' originals), in its order.
+  static std::vector<int> Preimage(const Node &n, const Tensor &in) {
+    std::vector<int> d;
+    for (int own : n.dims) {
+      size_t j = static_cast<size_t>(std::find(n.from[0].begin(), n.from[0].end(), own) - n.from[0].begin());
+      d.push_back(in.dims[j]);
+    }
+    return d;
   }
   static std::vector<int> Cat(const std::vector<int> &a, const std::vector<int> &b) {
     std::vector<int> c = a;
@@ -588,7 +615,7 @@ struct Runner {
       const Node &n = ScanNode(s);
       const Rows &r = *rows[s];
       for (size_t c = 0; c < n.cols.size(); c++) {
-        int d = n.cols[c].dim;
+        int d = n.cols[c].dim < 0 ? -1 : p.Find(n.cols[c].dim);
         for (size_t i = 0; i < r.n; i++)
           if (r.null[c][i]) return Refuse(d >= 0 ? "a NULL key" : "a NULL value");
         if (d < 0) continue;
@@ -613,7 +640,7 @@ struct Runner {
         for (size_t s = 0; s < p.scans.size(); s++) {
           const Node &n = ScanNode(s);
           for (size_t c = 0; c < n.cols.size(); c++)
-            if (n.cols[c].dim == static_cast<int>(d))
+            if (n.cols[c].dim >= 0 && p.Find(n.cols[c].dim) == static_cast<int>(d))
               for (size_t i = 0; i < rows[s]->n; i++)
                 m.table[static_cast<size_t>(static_cast<int64_t>(rows[s]->val[c][i]) - lo[d])] = 1;
         }
@@ -635,7 +662,7 @@ struct Runner {
       for (size_t s = 0; s < p.scans.size(); s++) {
         const Node &n = ScanNode(s);
         for (size_t c = 0; c < n.cols.size(); c++)
-          if (n.cols[c].dim == static_cast<int>(d))
+          if (n.cols[c].dim >= 0 && p.Find(n.cols[c].dim) == static_cast<int>(d))
             for (size_t i = 0; i < rows[s]->n; i++) v.push_back(static_cast<int64_t>(rows[s]->val[c][i]));
       }
       std::sort(v.begin(), v.end());
@@ -658,7 +685,7 @@ struct Runner {
       while (n.cols[c].dim != d) c++;
       for (size_t o = c + 1; o < n.cols.size(); o++)
         if (n.cols[o].dim == d && r.val[o][i] != r.val[c][i]) return false;
-      *at += dim[d].Pos(r.val[c][i]) * x.stride[k];
+      *at += D(d).Pos(r.val[c][i]) * x.stride[k];
     }
     return true;
   }
@@ -682,7 +709,7 @@ struct Runner {
     const Tensor &l = t[n.inputs[0]], &r = t[n.inputs[1]];
     if (!Shape(x, n.dims, n.cols.size())) return false;
     std::vector<size_t> lm, rm;
-    if (!Map(*x, l.dims, &lm) || !Map(*x, r.dims, &rm)) return false;
+    if (!Map(*x, n.from[0], &lm) || !Map(*x, n.from[1], &rm)) return false;
     size_t nl = l.val.size();
     for (size_t c = 0; c < n.cols.size(); c++)
       if (n.cols[c].dim < 0) x->val[c].assign(x->cells, 0.0);
@@ -701,7 +728,7 @@ struct Runner {
     for (const Mask &m : masks) {
       std::vector<size_t> a, b;
       if (!Map(*x, {m.da}, &a) || !Map(*x, {m.db}, &b)) return false;
-      const Dim &da = dim[m.da], &db = dim[m.db];
+      const Dim &da = D(m.da), &db = D(m.db);
       for (size_t c = 0; c < x->cells; c++) {
         if (!x->present[c]) continue;
         int64_t u = da.Value(a[c]), v = db.Value(b[c]);
@@ -798,7 +825,7 @@ struct Runner {
     if (!Shape(x, n.dims, n.cols.size())) return false;
     const Rel &r = *n.rel;
     std::vector<size_t> g;
-    if (!Map(in, x->dims, &g)) return false;
+    if (!Map(in, Preimage(n, in), &g)) return false;
     if (r.nkeys == 0) x->present[0] = 1;  // (no GROUP BY: one row, if no input row)
     std::vector<uint8_t> has(x->cells, 0);
     for (size_t a = 0; a < r.aggs.size(); a++) {
@@ -865,7 +892,7 @@ struct Runner {
 
   size_t Extent(const std::vector<int> &dims) const {
     size_t n = 1;
-    for (int d : dims) n *= dim[d].n;
+    for (int d : dims) n *= D(d).n;
     return n;
   }
   // Column `col` of node's tensor (or its adjoints) as a matrix of rdims x
@@ -900,16 +927,16 @@ struct Runner {
     const Product &c = n.product;
     if (!Shape(x, n.dims, n.cols.size())) return false;
     Matrix a, b;
-    if (!Gather(c.left, c.lcol, c.rows, c.k, false, &a) || !Gather(c.right, c.rcol, c.k, c.cols, false, &b))
+    if (!Gather(c.left, c.lcol, c.rows, c.k, false, &a) || !Gather(c.right, c.rcol, c.kr, c.cols, false, &b))
       return false;
-    if (!Take(Extent(c.rows) * Extent(c.cols) * 10)) return false;
+    if (!Take(Extent(c.rows_a) * Extent(c.cols_a) * 10)) return false;
     ddx::dense::Contraction z = Contract(a, b);
     out.products++;
     Give(a);
     Give(b);
     if (Failed(z.error)) return false;
     std::vector<size_t> at;
-    if (!Map(*x, Cat(c.rows, c.cols), &at)) return false;
+    if (!Map(*x, Cat(c.rows_a, c.cols_a), &at)) return false;
     size_t g = static_cast<size_t>(n.rel->nkeys);
     x->val[g].assign(x->cells, 0.0);
     for (size_t cell = 0; cell < x->cells; cell++) {
@@ -931,7 +958,7 @@ struct Runner {
     size_t g = static_cast<size_t>(n.rel->nkeys);
     if (adj[k][g].empty() || !n.cols[g].active) return true;
     Matrix dz;
-    if (!Gather(k, g, c.rows, c.cols, true, &dz)) return false;
+    if (!Gather(k, g, c.rows_a, c.cols_a, true, &dz)) return false;
     for (int s = 0; s < 2; s++) {
       int node = s == 0 ? c.left : c.right, other = s == 0 ? c.right : c.left;
       size_t col = static_cast<size_t>(s == 0 ? c.lcol : c.rcol), ocol = static_cast<size_t>(s == 0 ? c.rcol : c.lcol);
@@ -939,7 +966,7 @@ struct Runner {
       Matrix o;
       ddx::dense::Contraction r;
       if (s == 0) {  // dA (rows x k) = dZ (rows x cols) . B^T (cols x k)
-        if (!Gather(other, ocol, c.cols, c.k, false, &o)) return false;
+        if (!Gather(other, ocol, c.cols, c.kr, false, &o)) return false;
         r = Contract(dz, o);
       } else {  // dB (k x cols) = A^T (k x rows) . dZ (rows x cols)
         if (!Gather(other, ocol, c.k, c.rows, false, &o)) return false;
@@ -949,7 +976,7 @@ struct Runner {
       if (Failed(r.error) || !Take(r.out.val.size() * 10)) return false;
       const Tensor &x = t[node];
       std::vector<size_t> at;
-      if (!Map(x, s == 0 ? Cat(c.rows, c.k) : Cat(c.k, c.cols), &at)) return false;
+      if (!Map(x, s == 0 ? Cat(c.rows, c.k) : Cat(c.kr, c.cols), &at)) return false;
       std::vector<double> d(x.cells, 0.0);
       for (size_t cell = 0; cell < x.cells; cell++)
         if (x.present[cell] && r.out.present[at[cell]] && !r.out.null[at[cell]]) d[cell] = r.out.val[at[cell]];
@@ -1048,7 +1075,7 @@ struct Runner {
           bool left = col < nl;
           int to = left ? li : ri;
           std::vector<size_t> m;
-          if (!Map(x, t[to].dims, &m)) return false;
+          if (!Map(x, n.from[left ? 0 : 1], &m)) return false;
           std::vector<double> d(adj[k][col]);
           for (size_t c = 0; c < x.cells; c++)
             if (!x.present[c]) d[c] = 0.0;
@@ -1080,7 +1107,7 @@ struct Runner {
         int in = n.inputs[0];
         const Tensor &y = t[in];
         std::vector<size_t> g;
-        if (!Map(y, x.dims, &g)) return false;
+        if (!Map(y, Preimage(n, y), &g)) return false;
         for (size_t a = 0; a < r.aggs.size(); a++) {
           const std::vector<double> &d = adj[k][r.nkeys + a];
           if (d.empty() || !n.cols[r.nkeys + a].active) continue;

@@ -5,9 +5,9 @@
 // adapter's to move; nothing here reads a table.
 //
 // The model. Every relation of the loss is a tensor: its rows are the cells
-// of an array over dims, a dim being a class of integer key columns that
-// joins equate (x.f = w.f: one dim) and that projections and groupings pass
-// on. A scan's integer columns are its coordinates (unique per row: a row
+// of an array over dims of its own, copies of its inputs' (a reader's own:
+// attention's q and k both read x, and pair q's t with k's), two of which a
+// join's equality of keys makes one (x.f = w.f). A scan's integer columns are its coordinates (unique per row: a row
 // is a cell), its float8 columns values. A join is the broadcast of its two
 // sides over the union of their dims (a cell exists where both sides'
 // exist); a projection computes values cell by cell with the scalar rules
@@ -23,9 +23,8 @@
 //
 // What is accepted (Compile says why not): scans of integer and float8
 // columns; inner joins and filters whose conditions compare integer columns
-// (= unites dims, < <= > >= <> keep the cells where they hold: a causal
-// mask); not a join of two relations that share a dim it does not equate
-// (both read one table's keys: each side's dims would need copies);
+// (= of a key of each side makes their dims one; of two keys of one side,
+// and < <= > >= <>, keeps the cells where it holds: a causal mask);
 // projections of columns and of float8 expressions of the scalar rules over
 // float8 columns and numeric constants; groupings by integer columns with
 // sum, avg, max and min of float8 values (their adjoints the SQL program's:
