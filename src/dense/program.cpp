@@ -86,6 +86,7 @@ struct Mask {
   int ca = -1, cb = -1;
   std::string op;
   int da = -1, db = -1;
+  double constant = 0.0;  // where cb < 0: the key is compared with this (g.step = 1)
 };
 
 // A grouped sum of products of a join's two sides, sum(l.a * r.b) GROUP BY
@@ -303,7 +304,7 @@ struct Compiler {
         if (d == b) d = a;
     for (Mask &m : n->masks) {
       if (m.da == b) m.da = a;
-      if (m.db == b) m.db = a;
+      if (m.cb >= 0 && m.db == b) m.db = a;
     }
   }
 
@@ -318,6 +319,24 @@ struct Compiler {
     }
     std::string op = ComparisonOp(c);
     if (op.empty()) return Refuse("a condition other than comparisons of keys");
+    // a key and a number (either way round): a mask
+    for (int i = 0; i < 2; i++) {
+      const Expr &a = *c.args[i], &k = *c.args[1 - i];
+      double v;
+      if (k.kind != ExprKind::Const || !ConstValue(k, &v)) continue;
+      if (a.kind != ExprKind::Col || a.side != 0 || a.col < 0 || a.col >= static_cast<int>(n->cols.size()) ||
+          n->cols[a.col].dim < 0)
+        return Refuse("a condition other than comparisons of keys");
+      Mask m;
+      m.ca = a.col;
+      m.da = n->cols[a.col].dim;
+      m.constant = v;
+      static const std::map<std::string, std::string> kFlip = {{"<", ">"},   {"<=", ">="}, {">", "<"},
+                                                               {">=", "<="}, {"=", "="},   {"<>", "<>"}};
+      m.op = i == 0 ? op : kFlip.at(op);
+      n->masks.push_back(m);
+      return true;
+    }
     int col[2];
     for (int i = 0; i < 2; i++) {
       const Expr &a = *c.args[i];
@@ -416,8 +435,9 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   for (const Mask &m : j.masks) {
     Mask g = m;
     g.da = kept(m.da);
-    g.db = kept(m.db);
+    g.db = m.cb < 0 ? 0 : kept(m.db);
     if (g.da < 0 || g.db < 0) return;  // (a comparison of a summed dim)
+    if (m.cb < 0) g.db = -1;
     c.masks.push_back(g);
   }
   // (the rows' and cols' order in the matrices: the sides' own)
@@ -727,11 +747,14 @@ struct Runner {
   bool ApplyMasks(const std::vector<Mask> &masks, Tensor *x) {
     for (const Mask &m : masks) {
       std::vector<size_t> a, b;
-      if (!Map(*x, {m.da}, &a) || !Map(*x, {m.db}, &b)) return false;
-      const Dim &da = D(m.da), &db = D(m.db);
+      bool constant = m.cb < 0;
+      if (!Map(*x, {m.da}, &a) || (!constant && !Map(*x, {m.db}, &b))) return false;
+      const Dim &da = D(m.da), *db = constant ? nullptr : &D(m.db);
       for (size_t c = 0; c < x->cells; c++) {
         if (!x->present[c]) continue;
-        int64_t u = da.Value(a[c]), v = db.Value(b[c]);
+        // (keys below 2^53 and the constant as doubles: exact)
+        double u = static_cast<double>(da.Value(a[c]));
+        double v = constant ? m.constant : static_cast<double>(db->Value(b[c]));
         bool ok = m.op == "<"    ? u < v
                   : m.op == "<=" ? u <= v
                   : m.op == ">"  ? u > v

@@ -183,6 +183,43 @@ TEST(DenseProgram, MissingRowsOnBothSides) {
   }
 }
 
+// A filter comparing a key with numbers, either way round (WHERE x.s <= 1050
+// AND 1010 < x.s): the rows where it holds.
+TEST(DenseProgram, KeysComparedWithNumbers) {
+  std::mt19937_64 rng(6);
+  auto [x, w] = Data(rng, 15, 4, 3, 0.2);
+  Matmul m = MatmulLoss();
+  ExprP le = MakeOpaque("($1 OPERATOR(pg_catalog.<=) $2)", "int4le",
+                        {MakeCol(0, 0, kInt4), MakeConst("('1050'::integer)", kInt4)}, ddx::kBool);
+  ExprP lt = MakeOpaque("($1 OPERATOR(pg_catalog.<) $2)", "int4lt",
+                        {MakeConst("('1010'::integer)", kInt4), MakeCol(0, 0, kInt4)}, ddx::kBool);
+  RelP xf = ddx::MakeFilter(m.x, MakeOpaque("($1 AND $2)", "AND", {le, lt}, ddx::kBool));
+  RelP j = MakeJoin(xf, m.w, JoinKind::Inner, Eq(1, 3));
+  RelP z = MakeAggregate(MakeProject(j, {MakeCol(0, 0, kInt4), MakeCol(4, 0, kInt4),
+                                         MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(5, 0, kFloat8)}, kFloat8)}),
+                         2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+  ExprP f = MakeCall("pow", {MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8), MakeConst("('2'::integer)", kInt4)},
+                     kFloat8);
+  RelP loss = MakeAggregate(MakeProject(z, {f}), 0, {{"sum", 0}}, {kFloat8});
+  std::string why;
+  auto p = Compile(loss, &why);
+  ASSERT_TRUE(p) << why;
+  Rows xr = ToRows(x), wr = ToRows(w);
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*p)) in.push_back(s == m.x.get() ? &xr : &wr);
+  Outcome o = ddx::dense::Run(*p, in, 1 << 26);
+  ASSERT_TRUE(o.done) << o.why;
+  EXPECT_EQ(o.products, 1);
+  std::vector<Row3> kept;
+  for (const Row3 &r : x)
+    if (r.a <= 1050 && 1010 < r.a) kept.push_back(r);
+  ASSERT_FALSE(kept.empty());
+  ASSERT_LT(kept.size(), x.size());
+  auto [l, g] = Oracle(kept, w, false);
+  EXPECT_NEAR(o.loss, l, 1e-12 * std::fabs(l));
+  for (size_t i = 0; i < w.size(); i++) EXPECT_NEAR(o.grads[0].val[i], g[i], 1e-12 * (1 + std::fabs(g[i]))) << i;
+}
+
 // A row of w that no row of x joins: its gradient is 0, as the SQL program's.
 TEST(DenseProgram, RowsTheLossDoesNotReadGetZero) {
   std::vector<Row3> x = {{1, 1, 0.5}, {2, 1, -0.25}}, w = {{1, 7, 0.125}, {9, 7, 3.0}};

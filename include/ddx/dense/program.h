@@ -23,8 +23,9 @@
 //
 // What is accepted (Compile says why not): scans of integer and float8
 // columns; inner joins and filters whose conditions compare integer columns
-// (= of a key of each side makes their dims one; of two keys of one side,
-// and < <= > >= <>, keeps the cells where it holds: a causal mask);
+// or a key with a number (= of a key of each side makes their dims one; of
+// two keys of one side, of a key and a number, and < <= > >= <>, keeps the
+// cells where it holds: a causal mask, WHERE g.step = 1);
 // projections of columns and of float8 expressions of the scalar rules over
 // float8 columns and numeric constants; groupings by integer columns with
 // sum, avg, max and min of float8 values (their adjoints the SQL program's:
