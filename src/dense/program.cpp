@@ -86,7 +86,8 @@ struct Mask {
   int ca = -1, cb = -1;
   std::string op;
   int da = -1, db = -1;
-  double constant = 0.0;  // where cb < 0: the key is compared with this (g.step = 1)
+  double constant = 0.0;  // where cb < 0 and vcol < 0: the key is compared with this (g.step = 1)
+  int vcol = -1;          // where >= 0: the key is compared with this float8 column (lab.val = l.c)
 };
 
 // A grouped sum of products of a join's two sides, sum(l.a * r.b) GROUP BY
@@ -319,6 +320,33 @@ struct Compiler {
     }
     std::string op = ComparisonOp(c);
     if (op.empty()) return Refuse("a condition other than comparisons of keys");
+    static const std::map<std::string, std::string> kFlip = {{"<", ">"},   {"<=", ">="}, {">", "<"},
+                                                             {">=", "<="}, {"=", "="},   {"<>", "<>"}};
+    // a key and a float8 value (the key cast to float8: a label's class,
+    // lab.val = l.c): a mask, compared as float8 compares; no gradient
+    // passes the comparison, as none does in the SQL program
+    auto key_of = [&](const Expr &a) -> int {  // a key column, cast to float8 or not; -1
+      const Expr *k = &a;
+      if (k->kind == ExprKind::Call && k->text == "cast" && k->args.size() == 1) k = k->args[0].get();
+      if (k->kind != ExprKind::Col || k->side != 0 || k->col < 0 || k->col >= static_cast<int>(n->cols.size()) ||
+          n->cols[k->col].dim < 0)
+        return -1;
+      return k->col;
+    };
+    for (int i = 0; i < 2; i++) {
+      const Expr &a = *c.args[i], &v = *c.args[1 - i];
+      int kc = key_of(a);
+      if (kc < 0 || v.kind != ExprKind::Col || v.side != 0 || v.col < 0 || v.col >= static_cast<int>(n->cols.size()) ||
+          n->cols[v.col].dim >= 0 || !IsFloat8(v.type))
+        continue;
+      Mask m;
+      m.ca = kc;
+      m.da = n->cols[kc].dim;
+      m.vcol = v.col;
+      m.op = i == 0 ? op : kFlip.at(op);
+      n->masks.push_back(m);
+      return true;
+    }
     // a key and a number (either way round): a mask
     for (int i = 0; i < 2; i++) {
       const Expr &a = *c.args[i], &k = *c.args[1 - i];
@@ -331,8 +359,6 @@ struct Compiler {
       m.ca = a.col;
       m.da = n->cols[a.col].dim;
       m.constant = v;
-      static const std::map<std::string, std::string> kFlip = {{"<", ">"},   {"<=", ">="}, {">", "<"},
-                                                               {">=", "<="}, {"=", "="},   {"<>", "<>"}};
       m.op = i == 0 ? op : kFlip.at(op);
       n->masks.push_back(m);
       return true;
@@ -433,6 +459,7 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
     }
   }
   for (const Mask &m : j.masks) {
+    if (m.vcol >= 0) return;  // (a comparison with a value: the join formed)
     Mask g = m;
     g.da = kept(m.da);
     g.db = m.cb < 0 ? 0 : kept(m.db);
@@ -753,14 +780,18 @@ struct Runner {
       for (size_t c = 0; c < x->cells; c++) {
         if (!x->present[c]) continue;
         // (keys below 2^53 and the constant as doubles: exact)
+        // (a float8 value compared as float8 compares, NaN the greatest)
         double u = static_cast<double>(da.Value(a[c]));
-        double v = constant ? m.constant : static_cast<double>(db->Value(b[c]));
-        bool ok = m.op == "<"    ? u < v
-                  : m.op == "<=" ? u <= v
-                  : m.op == ">"  ? u > v
-                  : m.op == ">=" ? u >= v
-                  : m.op == "="  ? u == v
-                                 : u != v;
+        double v = m.vcol >= 0 ? x->val[static_cast<size_t>(m.vcol)][c]
+                   : constant  ? m.constant
+                               : static_cast<double>(db->Value(b[c]));
+        int cmp = Float8Cmp(u, v);
+        bool ok = m.op == "<"    ? cmp < 0
+                  : m.op == "<=" ? cmp <= 0
+                  : m.op == ">"  ? cmp > 0
+                  : m.op == ">=" ? cmp >= 0
+                  : m.op == "="  ? cmp == 0
+                                 : cmp != 0;
         if (!ok) x->present[c] = 0;
       }
     }

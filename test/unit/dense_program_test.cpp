@@ -492,6 +492,76 @@ TEST(DenseProgram, CausalAttentionAgainstCentralDifferences) {
   }
 }
 
+// test_models.py's MLP's loss over the matmul's logits: softmax cross
+// entropy, the label a float8 column joined with the class key (lab.val =
+// l.c, the key cast to float8), by max, exp, sum, ln and avg.
+TEST(DenseProgram, CrossEntropyWithALabelColumn) {
+  std::mt19937_64 rng(7);
+  auto [x, w] = Data(rng, 13, 4, 3, 0.0);
+  std::vector<int> cls = {40, 38, 36};  // (Data's j keys)
+  std::vector<std::pair<int, double>> lab;
+  for (int s = 0; s < 13; s++) lab.push_back({1000 + 7 * s, static_cast<double>(cls[static_cast<size_t>(s) % 3])});
+  Matmul m = MatmulLoss();
+  RelP lb = MakeScan("public.lab", {"j", "val"}, {kInt4, kFloat8}, {-1, -1});
+  RelP z = MakeAggregate(
+      MakeProject(MakeJoin(m.x, m.w, JoinKind::Inner, Eq(1, 3)), {K(0), K(4), MakeCall("mul", {F(2), F(5)}, kFloat8)}),
+      2, {{"sum", 2}}, {kInt4, kInt4, kFloat8});
+  RelP mx = MakeAggregate(MakeProject(z, {K(0), F(2)}), 1, {{"max", 1}}, {kInt4, kFloat8});
+  RelP se = MakeAggregate(MakeProject(MakeJoin(z, mx, JoinKind::Inner, Eq(3, 0)),
+                                      {K(0), MakeCall("exp", {MakeCall("sub", {F(2), F(4)}, kFloat8)}, kFloat8)}),
+                          1, {{"sum", 1}}, {kInt4, kFloat8});
+  // z (s0 c1 z2) . mx (s3 m4) . se (s5 se6) . lab (j7 val8)
+  RelP j3 =
+      MakeJoin(MakeJoin(MakeJoin(z, mx, JoinKind::Inner, Eq(3, 0)), se, JoinKind::Inner, Eq(5, 0)), lb, JoinKind::Inner,
+               And(Eq(7, 0), MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", "float8eq",
+                                        {F(8), MakeCall("cast", {K(1)}, kFloat8)}, ddx::kBool)));
+  ExprP ce = MakeCall("sub", {MakeCall("add", {F(4), MakeCall("ln", {F(6)}, kFloat8)}, kFloat8), F(2)}, kFloat8);
+  RelP loss = MakeAggregate(MakeProject(j3, {ce}), 0, {{"avg", 0}}, {kFloat8});
+  std::string why;
+  auto p = Compile(loss, &why);
+  ASSERT_TRUE(p) << why;
+  Rows lr;
+  lr.n = lab.size();
+  lr.val.assign(2, std::vector<double>(lr.n));
+  lr.null.assign(2, std::vector<uint8_t>(lr.n, 0));
+  for (size_t i = 0; i < lr.n; i++) {
+    lr.val[0][i] = lab[i].first;
+    lr.val[1][i] = lab[i].second;
+  }
+  auto oracle = [&](const std::vector<Row3> &ww) {
+    std::map<std::pair<int, int>, double> zz;
+    for (const Row3 &a : x)
+      for (const Row3 &b : ww)
+        if (a.b == b.a) zz[{a.a, b.b}] += a.v * b.v;
+    double total = 0.0;
+    for (const auto &[s2, c2] : lab) {
+      double mm = -INFINITY, sum = 0.0;
+      for (const auto &[k, v] : zz)
+        if (k.first == s2) mm = std::max(mm, v);
+      for (const auto &[k, v] : zz)
+        if (k.first == s2) sum += std::exp(v - mm);
+      total += mm + std::log(sum) - zz.at({s2, static_cast<int>(c2)});
+    }
+    return total / static_cast<double>(lab.size());
+  };
+  Rows xr = ToRows(x), wr = ToRows(w);
+  std::map<const ddx::Rel *, const Rows *> by = {{m.x.get(), &xr}, {m.w.get(), &wr}, {lb.get(), &lr}};
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *sc : ddx::dense::Scans(*p)) in.push_back(by.at(sc));
+  Outcome o = ddx::dense::Run(*p, in, 1 << 26);
+  ASSERT_TRUE(o.done) << o.why;
+  double l = oracle(w);
+  EXPECT_NEAR(o.loss, l, 1e-12 * (1 + std::fabs(l)));
+  for (size_t i = 0; i < w.size(); i++) {
+    const double h = 1e-6;
+    auto up = w, down = w;
+    up[i].v += h;
+    down[i].v -= h;
+    double fd = (oracle(up) - oracle(down)) / (2 * h);
+    EXPECT_NEAR(o.grads[0].val[i], fd, 1e-7 * (1 + std::fabs(fd))) << i;
+  }
+}
+
 // One relation read twice (a CTE is one node of the IR), each reader with
 // dims of its own: a cross join of s with itself pairs every row with every
 // row (loss (sum of val)^2, not the sum of squares one dim per column of s
