@@ -445,6 +445,10 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
   };
   for (size_t at = 0; at < j.dims.size(); at++) {
     int jd = j.dims[at];
+    // (two dims of one side made one by the join: the join formed, not a product)
+    if (std::count(j.from[0].begin(), j.from[0].end(), jd) > 1 ||
+        std::count(j.from[1].begin(), j.from[1].end(), jd) > 1)
+      return;
     int li = static_cast<int>(Compiler::Place(j.from[0], jd)), ri = static_cast<int>(Compiler::Place(j.from[1], jd));
     bool inl = li < static_cast<int>(j.from[0].size()), inr = ri < static_cast<int>(j.from[1].size());
     int ad = kept(jd);
@@ -615,7 +619,10 @@ struct Runner {
     size_t s = 1;
     for (size_t i = dims.size(); i-- > 0;) {
       size_t k = static_cast<size_t>(std::find(x.dims.begin(), x.dims.end(), dims[i]) - x.dims.begin());
-      ts[k] = s;
+      if (k == nd) return Refuse("internal: a dim of another tensor");
+      // (a dim listed twice, an input's two dims a join's equalities made
+      // one: the input's cells on their diagonal)
+      ts[k] += s;
       s *= D(dims[i]).n;
     }
     // (transient, 8 bytes a cell of a tensor counted already: not counted)

@@ -562,6 +562,54 @@ TEST(DenseProgram, CrossEntropyWithALabelColumn) {
   }
 }
 
+// A join whose equalities make two dims of one side one (ON l.i = r.k AND
+// l.j = r.k): the left's cells on their diagonal, by cells and as a product
+// (which forms the join then).
+TEST(DenseProgram, TwoDimsOfOneSideMadeOne) {
+  RelP l = MakeScan("public.l", {"i", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP r = MakeScan("public.r", {"k", "val"}, {kInt4, kFloat8}, {-1, 1});
+  std::vector<Row3> ls;
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) ls.push_back({i, j, nd(rng)});
+  std::vector<double> rv = {nd(rng), nd(rng), nd(rng)};
+  for (bool by_cells : {false, true}) {
+    ExprP prod = MakeCall("mul", {F(2), F(4)}, kFloat8);
+    if (by_cells) prod = MakeCall("mul", {prod, MakeConst("'1.0'::pg_catalog.float8", kFloat8)}, kFloat8);
+    RelP loss = MakeAggregate(MakeProject(MakeJoin(l, r, JoinKind::Inner, And(Eq(0, 3), Eq(1, 3))), {prod}), 0,
+                              {{"sum", 0}}, {kFloat8});
+    std::string why;
+    auto p = Compile(loss, &why);
+    ASSERT_TRUE(p) << why;
+    Rows lr = ToRows(ls), rr;
+    rr.n = 3;
+    rr.val = {{0, 1, 2}, rv};
+    rr.null = {{0, 0, 0}, {0, 0, 0}};
+    std::map<const ddx::Rel *, const Rows *> by = {{l.get(), &lr}, {r.get(), &rr}};
+    std::vector<const Rows *> in;
+    for (const ddx::Rel *sc : ddx::dense::Scans(*p)) in.push_back(by.at(sc));
+    Outcome o = ddx::dense::Run(*p, in, 1 << 20);
+    ASSERT_TRUE(o.done) << o.why;
+    EXPECT_EQ(o.products, 0);
+    double loss_v = 0.0;  // row by row: l's rows with i = j = k
+    std::vector<double> gl(ls.size(), 0.0), gr(3, 0.0);
+    for (size_t a = 0; a < ls.size(); a++)
+      for (int k = 0; k < 3; k++)
+        if (ls[a].a == k && ls[a].b == k) {
+          loss_v += ls[a].v * rv[static_cast<size_t>(k)];
+          gl[a] += rv[static_cast<size_t>(k)];
+          gr[static_cast<size_t>(k)] += ls[a].v;
+        }
+    EXPECT_NEAR(o.loss, loss_v, 1e-12 * (1 + std::fabs(loss_v))) << by_cells;
+    for (const auto &g : o.grads) {
+      const std::vector<double> &want = g.scan == l.get() ? gl : gr;
+      ASSERT_EQ(g.val.size(), want.size());
+      for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(g.val[i], want[i], 1e-12) << by_cells << " " << i;
+    }
+  }
+}
+
 // One relation read twice (a CTE is one node of the IR), each reader with
 // dims of its own: a cross join of s with itself pairs every row with every
 // row (loss (sum of val)^2, not the sum of squares one dim per column of s
