@@ -53,6 +53,18 @@ bool ConstValue(const Expr &e, double *v) {
   return true;
 }
 
+// Whether a constant ConstValue reads is of an integer type.
+bool IntegerConst(const Expr &e) {
+  static const char *const kInts[] = {"::integer)",         "::bigint)",          "::smallint)",
+                                      "::pg_catalog.int2)", "::pg_catalog.int4)", "::pg_catalog.int8)"};
+  for (const char *t : kInts) {
+    std::string suffix(t);
+    if (e.text.size() >= suffix.size() && e.text.compare(e.text.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  }
+  return false;
+}
+
 // An equality of two columns (the translator's `=` and the core's own),
 // and the conjuncts of an AND.
 bool IsEquality(const Expr &e) {
@@ -325,9 +337,9 @@ struct Compiler {
     // a key and a float8 value (the key cast to float8: a label's class,
     // lab.val = l.c): a mask, compared as float8 compares; no gradient
     // passes the comparison, as none does in the SQL program
-    auto key_of = [&](const Expr &a) -> int {  // a key column, cast to float8 or not; -1
-      const Expr *k = &a;
-      if (k->kind == ExprKind::Call && k->text == "cast" && k->args.size() == 1) k = k->args[0].get();
+    auto key_of = [&](const Expr &a) -> int {  // a key column cast to float8 (not float4: rounded), or -1
+      if (a.kind != ExprKind::Call || a.text != "cast" || a.args.size() != 1 || !IsFloat8(a.type)) return -1;
+      const Expr *k = a.args[0].get();
       if (k->kind != ExprKind::Col || k->side != 0 || k->col < 0 || k->col >= static_cast<int>(n->cols.size()) ||
           n->cols[k->col].dim < 0)
         return -1;
@@ -351,7 +363,9 @@ struct Compiler {
     for (int i = 0; i < 2; i++) {
       const Expr &a = *c.args[i], &k = *c.args[1 - i];
       double v;
-      if (k.kind != ExprKind::Const || !ConstValue(k, &v)) continue;
+      // (an integer constant only: PostgreSQL compares a key with a numeric
+      // one as numeric, which the translator writes with a cast, refused)
+      if (k.kind != ExprKind::Const || !ConstValue(k, &v) || !IntegerConst(k)) continue;
       if (a.kind != ExprKind::Col || a.side != 0 || a.col < 0 || a.col >= static_cast<int>(n->cols.size()) ||
           n->cols[a.col].dim < 0)
         return Refuse("a condition other than comparisons of keys");

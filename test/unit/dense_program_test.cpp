@@ -610,6 +610,27 @@ TEST(DenseProgram, TwoDimsOfOneSideMadeOne) {
   }
 }
 
+// Comparisons it cannot make as PostgreSQL does are refused: a key cast to
+// float4 (rounded: 16777217::real is 16777216) against a float8 value, and
+// a key against a numeric constant (compared as numeric).
+TEST(DenseProgram, RefusesComparisonsItCannotMakeExactly) {
+  RelP t = MakeScan("public.t", {"c", "lab", "v"}, {kInt4, kFloat8, kFloat8}, {-1, -1, 0});
+  ddx::Type float4{"pg_catalog.float4", true};
+  std::string why;
+  for (int form = 0; form < 2; form++) {
+    ExprP cond = form == 0 ? MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", "float48eq",
+                                        {F(1), MakeCall("cast", {K(0)}, float4)}, ddx::kBool)
+                           : MakeOpaque("($1 OPERATOR(pg_catalog.>=) $2)", "ge",
+                                        {K(0), MakeConst("('2.00000000000000000001'::numeric)", kInt4)}, ddx::kBool);
+    RelP loss = MakeAggregate(MakeProject(ddx::MakeFilter(t, cond), {F(2)}), 0, {{"sum", 0}}, {kFloat8});
+    EXPECT_FALSE(Compile(loss, &why)) << form;
+  }
+  ExprP ok =
+      MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", "float8eq", {F(1), MakeCall("cast", {K(0)}, kFloat8)}, ddx::kBool);
+  EXPECT_TRUE(Compile(MakeAggregate(MakeProject(ddx::MakeFilter(t, ok), {F(2)}), 0, {{"sum", 0}}, {kFloat8}), &why))
+      << why;
+}
+
 // One relation read twice (a CTE is one node of the IR), each reader with
 // dims of its own: a cross join of s with itself pairs every row with every
 // row (loss (sum of val)^2, not the sum of squares one dim per column of s
