@@ -7,35 +7,36 @@
 // The model. Every relation of the loss is a tensor: its rows are the cells
 // of an array over dims of its own, copies of its inputs' (a reader's own:
 // attention's q and k both read x, and pair q's t with k's), two of which a
-// join's equality of keys makes one (x.f = w.f). A scan's integer columns are its coordinates (unique per row: a row
-// is a cell), its float8 columns values. A join is the broadcast of its two
-// sides over the union of their dims (a cell exists where both sides'
-// exist); a projection computes values cell by cell with the scalar rules
-// (include/ddx/dense/scalar.h) and keeps its input's dims, the ones it does
-// not show included (a row of SQL's bag per cell); a grouping sums over the
-// dims its keys do not name (a group exists where one of its cells does).
-// That is SQL's semantics for these relations, so the loss is PostgreSQL's
-// up to the order of its additions. The gradient follows the same graph
-// backwards: a sum's adjoint broadcast to its cells, a projection's by the
-// rules' partials (as the SQL program's terms: adj, -adj or adj * partial,
-// with PostgreSQL's float8 checks), a join's summed over the other side's
-// dims, a scan's read at each row's cell.
+// join's equality of keys makes one (x.f = w.f). A scan's integer columns
+// are its coordinates (unique per row: a row is a cell), its float8 columns
+// values. A join is the broadcast of its two sides over the union of their
+// dims (a cell exists where both sides' exist); a projection computes values
+// cell by cell with the scalar rules (include/ddx/dense/scalar.h) and keeps
+// its input's dims, the ones it does not show included (a row of SQL's bag
+// per cell); a grouping sums over the dims its keys do not name (a group
+// exists where one of its cells does). That is SQL's semantics for these
+// relations, so the loss is PostgreSQL's up to the order of its additions.
+// The gradient follows the same graph backwards: a sum's adjoint broadcast
+// to its cells, a projection's by the rules' partials (as the SQL program's
+// terms: adj, -adj or adj * partial, with PostgreSQL's float8 checks), a
+// join's summed over the other side's dims, a scan's read at each row's
+// cell.
 //
 // What is accepted (Compile says why not): scans of integer and float8
-// columns; inner joins and filters whose conditions compare integer columns
-// or a key with a number (= of a key of each side makes their dims one; of
-// two keys of one side, of a key and a number, and < <= > >= <>, keeps the
-// cells where it holds: a causal mask, WHERE g.step = 1);
+// columns; inner joins and filters whose conditions compare a key with a
+// key, an integer constant or a float8 value (the key cast to float8): = of
+// a key of each side makes their dims one, any other comparison keeps the
+// cells where it holds (a causal mask, WHERE g.step = 1, a label's class);
 // projections of columns and of float8 expressions of the scalar rules over
 // float8 columns and numeric constants; groupings by integer columns with
 // sum, avg, max and min of float8 values (their adjoints the SQL program's:
-// d, d / n, d shared by the ties); a loss of one row and one float8 column. What Run refuses
-// (the caller then takes the SQL program): a NULL value or key, two rows
-// with the same coordinates, a key past 2^53, arrays past the memory limit,
-// a loss that is NULL, and a float error (reported as PostgreSQL's Fault:
-// the program evaluates every cell, where the SQL program evaluates only the
-// rows its plan reaches, so whether PostgreSQL raises it is the SQL
-// program's to find).
+// d, d / n, d shared by the ties); a loss of one row and one float8 column.
+// What Run refuses (the caller then takes the SQL program): a NULL value or
+// key, two rows with the same coordinates, a key past 2^53, arrays past the
+// memory limit, a loss that is NULL, and a float error (reported as
+// PostgreSQL's Fault: the program evaluates every cell, where the SQL
+// program evaluates only the rows its plan reaches, so whether PostgreSQL
+// raises it is the SQL program's to find).
 #pragma once
 
 #include <cstddef>
