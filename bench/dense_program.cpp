@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ddx/core/ir_build.h"

@@ -16,7 +16,12 @@
 #include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <cstdint>
+#include <map>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace ddx::dense {
 

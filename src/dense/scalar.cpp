@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <string>
+#include <vector>
 
 namespace ddx::dense {
 

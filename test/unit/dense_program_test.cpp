@@ -5,8 +5,11 @@
 // output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
+#include <string>
 #include <random>
 #include <tuple>
 #include <utility>
