@@ -1,5 +1,6 @@
 // ddx: differentiable SQL inside PostgreSQL. PG_MODULE_MAGIC and _PG_init only.
 #include "ddx/pg/contraction_node.h"
+#include "ddx/pg/dense.h"
 #include "ddx/pg/hook.h"
 #include "ddx/pg/runner.h"
 #include "ddx/pg/sql_api.h"
@@ -16,6 +17,7 @@ void _PG_init(void) {
   ddx::pg::DefineRunnerSettings();
   ddx::pg::InstallHook();
   ddx::pg::InstallContraction();
+  ddx::pg::InstallDense();  // (its planner hook after the contraction's)
   ddx::pg::InstallSqlApi();
   ddx::pg::InstallStepPlans();
   ddx::pg::InstallProgramEstimates();

@@ -19,13 +19,14 @@
 
 namespace ddx::dense {
 
-namespace {
-
-bool IsInt(const Type &t) {
-  return t.sql == "pg_catalog.int2" || t.sql == "pg_catalog.int4" || t.sql == "pg_catalog.int8";
+// (format_type's spellings, as the translator writes them, and the
+// catalog's)
+bool IsKeyType(const Type &t) {
+  return t.sql == "integer" || t.sql == "bigint" || t.sql == "smallint" || t.sql == "pg_catalog.int2" ||
+         t.sql == "pg_catalog.int4" || t.sql == "pg_catalog.int8";
 }
 
-}  // namespace
+namespace {}  // namespace
 
 bool IsFloat8(const Type &t) { return t.sql == "pg_catalog.float8"; }
 
@@ -146,7 +147,7 @@ struct Compiler {
       case RelKind::Scan:
         for (const Type &t : r->cols) {
           size_t c = n->cols.size();
-          if (IsInt(t)) {
+          if (IsKeyType(t)) {
             n->cols.push_back({p->NewDim(), false});
             n->dims.push_back(n->cols.back().dim);
           } else if (IsFloat8(t))

@@ -79,6 +79,10 @@ struct Outcome {
 
 class Program;
 
+// Whether a scan's column of type `t` is a key (an integer column: smallint,
+// integer or bigint); Run reads keys as exact doubles.
+bool IsKeyType(const Type &t);
+
 // The program of the loss `loss` (the root of the core's IR, one row of
 // one float8 column), or nullptr with the reason in *why.
 std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why);

@@ -1,4 +1,5 @@
 // grad, vjp, hvp and ddx_value calls rewritten into the runner's (see internal.h).
+#include "ddx/pg/dense.h"
 #include "internal.h"
 
 namespace ddx::pg {
@@ -135,6 +136,12 @@ Programs BuildPrograms(const Groups &gs, size_t g, const GradCall &first, const 
   out.sql = BuildGradientProgram(loss, CitusPlacement::Gathered, node).sql;
   if (ReadsCitusData(loss)) out.in_place = BuildGradientProgram(loss, CitusPlacement::InPlace, node).sql;
   out.extern_params = tr.ExternParams();
+  // the same loss on dense arrays, where it compiles (ddx/pg/dense.h)
+  if (out.in_place.empty() && !ReadsCitusData(loss)) {
+    std::string why = KeepDenseProgram(out.sql, loss, !out.extern_params.empty());
+    if (!why.empty())
+      PgCall([&] { ereport(DEBUG1, (errmsg_internal("ddx: no dense program for this loss: %s", why.c_str()))); });
+  }
   return out;
 }
 

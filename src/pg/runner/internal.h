@@ -122,6 +122,11 @@ int ExecuteProgram(const ProgramText &prog, const ExecResult *p);
 // runner.cpp
 void TakeParams(FunctionCallInfo fcinfo, MemoryContext owner, ExecResult *r, int first = kFirstParam);
 void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out);
+void ReadFinals(MemoryContext owner, ExecResult *out);
+
+// dense.cpp: the program's dense statement where ddx.dense is on and one is
+// kept for it (ddx/pg/dense.h); false where the SQL program is to run.
+bool RunDense(const ProgramText &prog, MemoryContext owner, ExecResult *out);
 uint32 HashKeyed(const void *k, Size);
 int MatchKeyed(const void *a, const void *b, Size);
 HTAB *KeyedOf(ExecResult *r, MemoryContext owner);

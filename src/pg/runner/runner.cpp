@@ -89,16 +89,10 @@ void ForgetResult(void *arg) {
 
 }  // namespace
 
-// Runs the program once (one part, see shards.cpp) into `out`, whose
-// parameters are taken: its gradients summed per row (AddRow) in `owner`,
-// the loss's value, and the loss's checks raised.
-void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
-  int nest = ProgramSettings();
-  int rc = ExecuteProgram(prog, out);
-  if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
-  AtEOXact_GUC(true, nest);
-
+// The rows of a program's finals (SPI_tuptable) into `out`: its gradients
+// summed per row (AddRow) in `owner`, the loss's value, and the loss's
+// checks raised (after SPI_finish).
+void ReadFinals(MemoryContext owner, ExecResult *out) {
   HASHCTL ctl;
   memset(&ctl, 0, sizeof ctl);
   ctl.keysize = sizeof(GradKey);
@@ -154,6 +148,7 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     AddRow(e, found, g, n_g, key.toid);
   }
   SPI_finish();
+  out->grads = h;
   if (tied_rows > 0)
     ereport(ERROR, (errcode(ERRCODE_WINDOWING_ERROR), errmsg("a window's ORDER BY does not break ties"),
                     errdetail("row_number(), lag(), lead() and ROWS frames depend on the order of tied rows, which "
@@ -165,7 +160,17 @@ void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("the loss must be one row and one number"),
                     errdetail("The loss returned %.0f rows.", loss_rows),
                     errhint("Aggregate the loss to a single row, e.g. SELECT avg(...) AS l.")));
-  out->grads = h;
+}
+
+// Runs the program once (one part, see shards.cpp) into `out`, whose
+// parameters are taken (ReadFinals).
+void RunProgram(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
+  int nest = ProgramSettings();
+  int rc = ExecuteProgram(prog, out);
+  if (rc != SPI_OK_SELECT) elog(ERROR, "ddx: gradient program failed: %s", SPI_result_code_string(rc));
+  AtEOXact_GUC(true, nest);
+  ReadFinals(owner, out);
 }
 
 namespace {
@@ -244,7 +249,7 @@ ExecResult *ResultFor(FunctionCallInfo fcinfo) {
     ExecResult result;
     memset(&result, 0, sizeof result);
     TakeParams(fcinfo, owner, &result);
-    RunSharded(ProgramText{sql, in_place}, owner, &result);
+    if (!RunDense(ProgramText{sql, in_place}, owner, &result)) RunSharded(ProgramText{sql, in_place}, owner, &result);
     r = (ExecResult *)MemoryContextAllocZero(owner, sizeof(ExecResult));
     *r = result;
     r->owner = owner;

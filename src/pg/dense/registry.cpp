@@ -1,0 +1,118 @@
+// The dense programs a backend keeps (ddx/pg/dense.h), and their
+// statements. Pure C++: the hook calls in with its own C++ state, and the
+// runner and the node look up under PostgreSQL's.
+//
+// Why a registry, not the program in the plan: a gradient program's text is
+// what the hook gives the runner (an argument of _ddx.grad_at), and a kept
+// plan of the calling statement outlives the hook's call by as long as the
+// session keeps it. The program is compiled from the loss's IR, which only
+// the hook has, so it is kept here under that text, at most kMaxKept of
+// them, the least recently kept dropped first. A program no longer here
+// (dropped, or a statement parsed before ddx.dense mattered) is not an
+// error: the runner takes the SQL program, which is always there.
+#include <cstdio>
+#include <list>
+#include <string>
+
+#include "ddx/pg/dense.h"
+#include "internal.h"
+
+namespace ddx::pg {
+
+namespace {
+
+struct Kept {
+  std::string sql;        // the SQL program's text
+  std::string statement;  // the dense statement (starts with its id's comment)
+  int id = 0;
+  RelP loss;  // what the program's Rel pointers point into
+  std::shared_ptr<const dense::Program> program;
+};
+
+std::list<Kept> kept;  // most recently kept first
+int next_id = 1;
+constexpr size_t kMaxKept = 64;
+
+// The dense statement of program `p`: one SELECT per scan, of its number,
+// tableoid, ctid and columns, each scan's columns at positions of their own
+// (NULL in the other scans' rows), in one UNION ALL.
+std::string StatementOf(const dense::Program &p, int id) {
+  const std::vector<const Rel *> &scans = dense::Scans(p);
+  std::vector<std::string> types;  // per position
+  for (const Rel *s : scans)
+    for (const Type &t : s->cols) types.push_back(ddx::dense::IsKeyType(t) ? "int8" : "float8");
+  std::string out = "/* ddx dense program " + std::to_string(id) + " */ ";
+  for (size_t k = 0; k < scans.size(); k++) {
+    const Rel *s = scans[k];
+    size_t first = static_cast<size_t>(dense_path::Offset(p, k));
+    if (k) out += " UNION ALL ";
+    out += "SELECT " + std::to_string(k) + "::int4, tableoid, ctid";
+    for (size_t j = 0; j < types.size(); j++) {
+      if (j >= first && j < first + s->cols.size())
+        out += ", " + s->names[j - first] + "::" + types[j];
+      else
+        out += ", NULL::" + types[j];
+    }
+    out += std::string(" FROM ") + (s->only ? "ONLY " : "") + s->table;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool reads_params) noexcept {
+  try {
+    for (auto it = kept.begin(); it != kept.end(); ++it) {
+      if (it->sql != sql) continue;
+      kept.splice(kept.begin(), kept, it);  // (the same text is the same program)
+      return "";
+    }
+    if (reads_params) return "the loss reads a statement parameter";
+    std::string why;
+    std::shared_ptr<const dense::Program> p = dense::Compile(loss, &why);
+    if (!p) return why;
+    for (const Rel *s : dense::Scans(*p))
+      if (s->citus || s->names.size() != s->cols.size()) return "a scan of a Citus table";
+    Kept k;
+    k.sql = sql;
+    k.id = next_id++;
+    k.statement = StatementOf(*p, k.id);
+    k.loss = loss;
+    k.program = p;
+    kept.push_front(std::move(k));
+    if (kept.size() > kMaxKept) kept.pop_back();
+    return "";
+  } catch (...) {
+    return "out of memory";  // (the SQL program runs)
+  }
+}
+
+namespace dense_path {
+
+std::shared_ptr<const dense::Program> ProgramOf(int id) noexcept {
+  for (const Kept &k : kept)
+    if (k.id == id) return k.program;
+  return nullptr;
+}
+
+const std::string *StatementFor(const char *sql) noexcept {
+  for (const Kept &k : kept)
+    if (k.sql == sql) return &k.statement;
+  return nullptr;
+}
+
+int StatementId(const char *text) noexcept {
+  int id = -1, end = 0;
+  if (!text || sscanf(text, "/* ddx dense program %d */%n", &id, &end) != 1 || end == 0) return -1;
+  return id;
+}
+
+int Offset(const dense::Program &p, size_t scan) noexcept {
+  int at = 0;
+  for (size_t k = 0; k < scan; k++) at += static_cast<int>(dense::Scans(p)[k]->cols.size());
+  return at;
+}
+
+}  // namespace dense_path
+
+}  // namespace ddx::pg
