@@ -15,8 +15,8 @@ std::shared_ptr<const ddx::dense::Program> ProgramOf(int id) noexcept;
 // The dense statement kept for SQL program `sql`, or nullptr.
 const std::string *StatementFor(const char *sql) noexcept;
 
-// The id in a dense statement's leading comment, or -1 where `text` is not
-// one.
+// The id in the dense statement's comment that `text` holds (the statement,
+// or an EXPLAIN of it), or -1 where it holds none.
 int StatementId(const char *text) noexcept;
 
 // A scan's columns in the dense statement: the first of them is column

@@ -330,11 +330,28 @@ void ReScan(CustomScanState *node) {
   if (!child->chgParam) ExecReScan(child);
 }
 
+// The tables program `id` reads, "a, b", into buf ("" where it is not kept).
+void Inputs(int id, char *buf, size_t n) noexcept {
+  buf[0] = 0;
+  try {
+    std::shared_ptr<const ddx::dense::Program> p = dense_path::ProgramOf(id);
+    if (!p) return;
+    std::string s;
+    for (const Rel *scan : ddx::dense::Scans(*p)) s += (s.empty() ? "" : ", ") + scan->table;
+    snprintf(buf, n, "%s", s.c_str());
+  } catch (...) {
+  }
+}
+
+// Which tables the program reads; with ANALYZE, the rows it read and the
+// arrays' peak memory, or why it refused.
 void Explain(CustomScanState *node, List *, ExplainState *es) {
   State *st = reinterpret_cast<State *>(node);
-  std::shared_ptr<const ddx::dense::Program> p = dense_path::ProgramOf(st->id);
-  ExplainPropertyInteger("Dense Program", nullptr, st->id, es);
+  char inputs[512];
+  Inputs(st->id, inputs, sizeof inputs);
+  ExplainPropertyText("Dense Inputs", inputs[0] ? inputs : "(the program is no longer kept)", es);
   if (!es->analyze || !st->computed) return;
+  ExplainPropertyFloat("Dense Rows Read", nullptr, st->rows_read, 0, es);
   if (st->ran) {
     ExplainPropertyInteger("Dense Products", nullptr, st->products, es);
     ExplainPropertyInteger("Dense Memory", "kB", static_cast<int64>((st->bytes + 1023) / 1024), es);

@@ -11,6 +11,7 @@
 // (dropped, or a statement parsed before ddx.dense mattered) is not an
 // error: the runner takes the SQL program, which is always there.
 #include <cstdio>
+#include <cstring>
 #include <list>
 #include <string>
 
@@ -102,8 +103,9 @@ const std::string *StatementFor(const char *sql) noexcept {
 }
 
 int StatementId(const char *text) noexcept {
+  const char *at = text ? strstr(text, "/* ddx dense program ") : nullptr;
   int id = -1, end = 0;
-  if (!text || sscanf(text, "/* ddx dense program %d */%n", &id, &end) != 1 || end == 0) return -1;
+  if (!at || sscanf(at, "/* ddx dense program %d */%n", &id, &end) != 1 || end == 0) return -1;
   return id;
 }
 

@@ -1,5 +1,6 @@
 // _ddx.jvp_rows and _ddx.explain_program: set-returning functions that run
 // what the runner runs, as it runs it (see README.md in this folder).
+#include "ddx/pg/dense.h"
 #include "internal.h"
 
 extern "C" {
@@ -110,11 +111,23 @@ Datum ddx_explain_program(PG_FUNCTION_ARGS) {
   }
   SPI_freeplan(check);
   if (pushed) InPlaceSettings();  // (restored with the program's settings)
+  // where the runner would run the program's dense statement (RunDense),
+  // that statement, planned with the node (the planner sees the whole
+  // EXPLAIN text: that is what is armed)
+  char *dense = !in_place && dense_enabled ? DenseStatement(sql) : nullptr;
   StringInfoData q;
   initStringInfo(&q);
-  appendStringInfo(&q, "EXPLAIN (%s) %s", options, text);
+  appendStringInfo(&q, "EXPLAIN (%s) %s", options, dense ? dense : text);
   // not read-only: SPI refuses a utility statement there (CommandIsReadOnly)
-  int rc = SPI_execute(q.data, false, 0);
+  volatile int rc = 0;
+  if (dense) ArmDense(q.data);
+  PG_TRY();
+  { rc = SPI_execute(q.data, false, 0); }
+  PG_FINALLY();
+  {
+    if (dense) ArmDense(nullptr);
+  }
+  PG_END_TRY();
   if (rc != SPI_OK_UTILITY && rc != SPI_OK_SELECT) elog(ERROR, "ddx: EXPLAIN failed: %s", SPI_result_code_string(rc));
   for (uint64 i = 0; i < SPI_processed; i++) {
     bool isnull;
