@@ -166,6 +166,18 @@ run_regress regress_off.log
 run_soak 2
 unset PGOPTIONS
 
+note "again with dense execution (ddx.dense = on): pg_regress, soak, PyTorch oracles"
+export PGOPTIONS="-c ddx.dense=on"
+run_regress regress_dense.log
+run_soak 2
+run_torch 1
+unset PGOPTIONS
+
+note "dense fuzz: random model losses with ddx.dense on and off, and their values against PostgreSQL's plan"
+out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/dense_fuzz.py --queries 1000 --seed 20261207 2>&1)
+echo "$out" | tail -2
+tally "dense fuzz" "$out"
+
 # Citus on this major ($1; by $IN_MAJOR), twice, each on a fresh cluster:
 # programs over the Citus tables gathered (ddx.citus_in_place = off), then
 # with the data in place (the default); $2 lines of each report shown.
@@ -205,7 +217,7 @@ run_citus 15 1000
 # valgrind, the node on and off, the session without ddx loaded.
 test_major() {
   local m=$1 saved_pg_config=$PG_CONFIG
-  note "PostgreSQL $m: build, pg_regress, PyTorch oracles, soak, node fuzz, faults, goldens"
+  note "PostgreSQL $m: build, pg_regress, PyTorch oracles, soak, node fuzz, dense fuzz, faults, goldens"
   if ! scripts/pgmajor.sh "$m" prepare >"build/pg$m-prepare.log" 2>&1; then
     tail -30 "build/pg$m-prepare.log"
     failed=$((failed + 1))
@@ -233,6 +245,9 @@ test_major() {
     out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/contraction_fuzz.py --queries 2000 --seed 20261203 2>&1)
     echo "$out" | tail -1
     tally "contraction fuzz" "$out"
+    out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/dense_fuzz.py --queries 500 --seed 20261207 2>&1)
+    echo "$out" | tail -1
+    tally "dense fuzz" "$out"
     out=$(PGDATABASE=postgres /usr/bin/python3 test/soak/faults.py 2>&1)
     echo "$out" | tail -1
     tally faults "$out"
