@@ -24,7 +24,7 @@ PG_SRCS = $(sort $(wildcard $(srcdir)/src/pg/*.cpp $(srcdir)/src/pg/*/*.cpp))
 DENSE_SRCS = $(sort $(wildcard $(srcdir)/src/dense/*.cpp))
 OBJS = src/ddx.o $(patsubst $(srcdir)/%.cpp,%.o,$(CORE_SRCS) $(DENSE_SRCS) $(PG_SRCS))
 
-PG_CPPFLAGS = -I$(srcdir)/include -I/usr/include/eigen3 -DDDX_VERSION='"$(EXTVERSION)"'
+PG_CPPFLAGS = -I$(srcdir)/include -I/usr/include/eigen3 -DEIGEN_NO_DEBUG -DDDX_VERSION='"$(EXTVERSION)"'
 # -MMD -MP: each object's header dependencies (x.d beside x.o), included below,
 # so that a changed header rebuilds every file that includes it.
 PG_CXXFLAGS = -std=c++17 -MMD -MP -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -Wno-cast-function-type

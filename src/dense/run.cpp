@@ -282,6 +282,9 @@ struct Runner {
       bool constant = m.cb < 0;
       if (!Map(*x, {m.da}, &a) || (!constant && !Map(*x, {m.db}, &b))) return false;
       const Dim &da = D(m.da), *db = constant ? nullptr : &D(m.db);
+      // the comparison's outcome by the sign of Float8Cmp (-1, 0, 1)
+      const bool lt = m.op == "<" || m.op == "<=" || m.op == "<>",
+                 eq = m.op == "=" || m.op == "<=" || m.op == ">=", gt = m.op == ">" || m.op == ">=" || m.op == "<>";
       for (size_t c = 0; c < x->cells; c++) {
         if (!x->present[c]) continue;
         // (keys below 2^53 and the constant as doubles: exact)
@@ -291,12 +294,7 @@ struct Runner {
                    : constant  ? m.constant
                                : static_cast<double>(db->Value(b[c]));
         int cmp = Float8Cmp(u, v);
-        bool ok = m.op == "<"    ? cmp < 0
-                  : m.op == "<=" ? cmp <= 0
-                  : m.op == ">"  ? cmp > 0
-                  : m.op == ">=" ? cmp >= 0
-                  : m.op == "="  ? cmp == 0
-                                 : cmp != 0;
+        bool ok = cmp < 0 ? lt : cmp == 0 ? eq : gt;
         if (!ok) x->present[c] = 0;
       }
     }
@@ -388,12 +386,13 @@ struct Runner {
     if (r.nkeys == 0) x->present[0] = 1;  // (no GROUP BY: one row, if no input row)
     std::vector<uint8_t> has(x->cells, 0);
     for (size_t a = 0; a < r.aggs.size(); a++) {
-      const std::string &fn = r.aggs[a].fn;
+      // (the function's name compared once, not per cell)
+      const bool avg = r.aggs[a].fn == "avg", sum = r.aggs[a].fn == "sum", max = r.aggs[a].fn == "max";
       std::vector<double> &s = x->val[r.nkeys + a];
       s.assign(x->cells, 0.0);
       std::fill(has.begin(), has.end(), 0);
       std::vector<double> count, sxx;
-      if (fn == "avg") {
+      if (avg) {
         if (!Take(16 * x->cells)) return false;
         count.assign(x->cells, 0.0);
         sxx.assign(x->cells, 0.0);
@@ -404,7 +403,7 @@ struct Runner {
         size_t o = g[c];
         double v = arg[c];
         x->present[o] = 1;
-        if (fn == "avg") {
+        if (avg) {
           double n0 = count[o], sx0 = s[o];
           count[o] = n0 + 1.0;
           s[o] = sx0 + v;
@@ -426,11 +425,11 @@ struct Runner {
           has[o] = 1;
           continue;
         }
-        if (fn == "sum") {
+        if (sum) {
           double t2 = s[o] + v;
           if (std::isinf(t2) && !std::isinf(s[o]) && !std::isinf(v)) return Fail(Fault::kOverflow);
           s[o] = t2;
-        } else if (fn == "max") {
+        } else if (max) {
           s[o] = Float8Cmp(s[o], v) > 0 ? s[o] : v;
         } else {
           s[o] = Float8Cmp(s[o], v) < 0 ? s[o] : v;
@@ -438,7 +437,7 @@ struct Runner {
       }
       for (size_t o = 0; o < x->cells; o++)
         if (x->present[o] && !has[o]) return Refuse("an aggregate of no rows (NULL)");
-      if (fn == "avg") {
+      if (avg) {
         for (size_t o = 0; o < x->cells; o++)
           if (has[o]) s[o] /= count[o];
         counts[{node, a}] = std::move(count);
@@ -681,13 +680,14 @@ struct Runner {
           } else if (fn == "avg") {
             per = counts.at({k, a});
           }
+          const bool sum = fn == "sum", avg = fn == "avg";  // (compared once, not per cell)
           Fault f = Fault::kNone;
           for (size_t c = 0; c < y.cells; c++) {
             if (!y.present[c]) continue;
             size_t o = g[c];
-            if (fn == "sum")
+            if (sum)
               spread[c] = d[o];
-            else if (fn == "avg" || Float8Cmp(arg[c], value[o]) == 0)
+            else if (avg || Float8Cmp(arg[c], value[o]) == 0)
               spread[c] = Float8Div(d[o], per[o], &f);
           }
           if (f != Fault::kNone) return Fail(f);

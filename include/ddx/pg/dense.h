@@ -22,6 +22,8 @@
 
 #include "ddx/core/ir.h"
 
+struct Plan;  // (PostgreSQL's)
+
 namespace ddx::pg {
 
 extern bool dense_enabled;  // ddx.dense
@@ -33,13 +35,18 @@ extern bool dense_enabled;  // ddx.dense
 std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool reads_params) noexcept;
 
 // The dense statement kept for SQL program `sql`, palloc'd in the current
-// memory context, or NULL where there is none. PostgreSQL calls only.
+// memory context, or NULL where there is none, or where a column it reads
+// no longer has the type it was compiled for (the program is then dropped).
+// PostgreSQL calls only.
 char *DenseStatement(const char *sql);
 
-// Whether the statement the runner prepares or executes until the next call
-// is `statement` (NULL: none): the planner hook plans only that text with the
-// node. PostgreSQL calls only.
-void ArmDense(const char *statement);
+// Arms the planner hook with `statement` (NULL: none), which must stay valid
+// until the previous arm, returned, is put back: the hook plans only that
+// text with the node (the runner's statement, as it prepares or runs it).
+const char *ArmDense(const char *statement);
+
+// Whether `plan` (a PlannedStmt's planTree) is the dense node.
+bool IsDensePlan(const ::Plan *plan);
 
 // The first row of the node's result: pidx kDenseHeader, g 1 where the dense
 // program ran (its rows follow), 0 where it refused (key: why).

@@ -44,6 +44,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
@@ -58,6 +59,7 @@ extern "C" {
 #include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 }
 
@@ -71,10 +73,15 @@ using dense_path::kFirstValue;
 
 // What one execution of the node holds (see the file comment).
 struct Held {
-  std::shared_ptr<const ddx::dense::Program> program;
+  dense_path::Compiled compiled;        // the program, and the loss it points into
   std::vector<ddx::dense::Rows> rows;   // per scan
   std::vector<std::vector<Oid>> toids;  // per scan, per row
   std::vector<std::vector<ItemPointerData>> tids;
+  // per scan: its first column in the child's rows (0-based), and per
+  // column whether it is a key (int8) or a value (float8)
+  std::vector<int> first;
+  std::vector<std::vector<uint8_t>> keys;
+  size_t row_bytes = 0;  // what the rows read take
   ddx::dense::Outcome out;
 };
 
@@ -93,7 +100,7 @@ struct State {
   double rows_read;
 };
 
-const char *armed = nullptr;  // TopMemoryContext
+const char *armed = nullptr;  // the caller's (ArmDense)
 planner_hook_type prev_planner = nullptr;
 
 extern const CustomScanMethods kScanMethods;
@@ -167,19 +174,25 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
 // ran out).
 bool NewHeld(State *st) noexcept {
   try {
-    std::shared_ptr<const ddx::dense::Program> p = dense_path::ProgramOf(st->id);
-    if (!p) return false;
+    dense_path::Compiled c = dense_path::ProgramOf(st->id);
+    if (!c.program) return false;
+    const ddx::dense::Program *p = c.program.get();
     size_t n = ddx::dense::Scans(*p).size();
     Held *h = new Held;
     st->held = h;
-    h->program = p;
+    h->compiled = std::move(c);
     h->rows.resize(n);
     h->toids.resize(n);
     h->tids.resize(n);
+    h->first.resize(n);
+    h->keys.resize(n);
     for (size_t k = 0; k < n; k++) {
-      size_t ncols = ddx::dense::Scans(*p)[k]->cols.size();
+      const Rel *scan = ddx::dense::Scans(*p)[k];
+      size_t ncols = scan->cols.size();
       h->rows[k].val.resize(ncols);
       h->rows[k].null.resize(ncols);
+      h->first[k] = kFirstValue - 1 + dense_path::Offset(*p, k);
+      for (const Type &t : scan->cols) h->keys[k].push_back(ddx::dense::IsKeyType(t) ? 1 : 0);
     }
     return true;
   } catch (...) {
@@ -191,20 +204,18 @@ bool NewHeld(State *st) noexcept {
 bool Append(Held *h, TupleTableSlot *slot) noexcept {
   try {
     int k = DatumGetInt32(slot->tts_values[0]);
-    const ddx::dense::Program &p = *h->program;
-    const Rel *scan = ddx::dense::Scans(p)[k];
-    int first = kFirstValue - 1 + dense_path::Offset(p, k);
+    int first = h->first[k];
+    const std::vector<uint8_t> &keys = h->keys[k];
     ddx::dense::Rows &r = h->rows[k];
-    for (size_t c = 0; c < scan->cols.size(); c++) {
+    for (size_t c = 0; c < keys.size(); c++) {
       bool isnull = slot->tts_isnull[first + c];
       Datum d = slot->tts_values[first + c];
-      double v = isnull                                 ? 0.0
-                 : ddx::dense::IsKeyType(scan->cols[c]) ? static_cast<double>(DatumGetInt64(d))
-                                                        : DatumGetFloat8(d);
+      double v = isnull ? 0.0 : keys[c] ? static_cast<double>(DatumGetInt64(d)) : DatumGetFloat8(d);
       r.val[c].push_back(v);
       r.null[c].push_back(isnull ? 1 : 0);
     }
     r.n++;
+    h->row_bytes += keys.size() * (sizeof(double) + 1) + sizeof(Oid) + sizeof(ItemPointerData);
     h->toids[k].push_back(DatumGetObjectId(slot->tts_values[1]));
     h->tids[k].push_back(*reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[2])));
     return true;
@@ -219,7 +230,7 @@ void RunHeld(State *st, size_t limit) noexcept {
   try {
     std::vector<const ddx::dense::Rows *> rows;
     for (const ddx::dense::Rows &r : h->rows) rows.push_back(&r);
-    h->out = ddx::dense::Run(*h->program, rows, limit);
+    h->out = ddx::dense::Run(*h->compiled.program, rows, limit);
     st->ran = h->out.done;
     st->bytes = h->out.bytes;
     st->products = h->out.products;
@@ -230,14 +241,20 @@ void RunHeld(State *st, size_t limit) noexcept {
   }
 }
 
+// Reads the child's rows and runs the program over them, or refuses (why):
+// the rows and the program's arrays together within the hash tables' limit
+// (work_mem x hash_mem_multiplier), the rows counted as they are read, so
+// that a table past it is not read whole first. (The child is left where it
+// stopped: End and ReScan take care of it.)
 void Compute(State *st) {
   st->computed = true;
   st->phase = 0;
+  st->ran = false;
   if (!NewHeld(st)) {
     snprintf(st->why, sizeof st->why, "the dense program is no longer kept");
-    st->ran = false;
     return;
   }
+  size_t limit = get_hash_memory_limit();
   PlanState *child = static_cast<PlanState *>(linitial(st->css.custom_ps));
   for (;;) {
     TupleTableSlot *slot = ExecProcNode(child);
@@ -245,12 +262,17 @@ void Compute(State *st) {
     slot_getallattrs(slot);
     if (slot->tts_isnull[0] || slot->tts_isnull[1] || slot->tts_isnull[2])
       elog(ERROR, "ddx: the dense statement returned a row without its scan");
-    if (!Append(st->held, slot))
-      ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory"),
-                      errdetail("ddx's dense program could not keep the rows it reads.")));
+    if (!Append(st->held, slot)) {
+      snprintf(st->why, sizeof st->why, "out of memory for the rows it reads");
+      return;
+    }
     st->rows_read++;
+    if (st->held->row_bytes > limit) {
+      snprintf(st->why, sizeof st->why, "rows past the memory limit");
+      return;
+    }
   }
-  RunHeld(st, get_hash_memory_limit());
+  RunHeld(st, limit - st->held->row_bytes);
 }
 
 // The next row into the scan slot, or false when none is left.
@@ -291,7 +313,7 @@ bool NextRow(State *st, Datum *v, bool *n) {
         return false;
       }
       const ddx::dense::ColumnGradient &g = h->out.grads[st->col];
-      const std::vector<const Rel *> &scans = ddx::dense::Scans(*h->program);
+      const std::vector<const Rel *> &scans = ddx::dense::Scans(*h->compiled.program);
       size_t k = 0;
       while (k < scans.size() && scans[k] != g.scan) k++;
       size_t r = st->row++;
@@ -334,13 +356,12 @@ void ReScan(CustomScanState *node) {
 void Inputs(int id, char *buf, size_t n) noexcept {
   buf[0] = 0;
   try {
-    std::shared_ptr<const ddx::dense::Program> p = dense_path::ProgramOf(id);
-    if (!p) return;
+    dense_path::Compiled c = dense_path::ProgramOf(id);
+    if (!c.program) return;
     std::string s;
-    for (const Rel *scan : ddx::dense::Scans(*p)) s += (s.empty() ? "" : ", ") + scan->table;
+    for (const Rel *scan : ddx::dense::Scans(*c.program)) s += (s.empty() ? "" : ", ") + scan->table;
     snprintf(buf, n, "%s", s.c_str());
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // Which tables the program reads; with ANALYZE, the rows it read and the
@@ -366,14 +387,60 @@ const CustomExecMethods kExecMethods = {"ddx dense", Begin,   Exec,    End,     
 
 }  // namespace
 
-char *DenseStatement(const char *sql) {
-  const std::string *s = dense_path::StatementFor(sql);
-  return s ? pstrdup(s->c_str()) : nullptr;
+namespace {
+
+// The type a column of the translator's spelling `type` has in the catalog.
+Oid TypeOid(const std::string &type) {
+  if (type == "integer" || type == "pg_catalog.int4") return INT4OID;
+  if (type == "bigint" || type == "pg_catalog.int8") return INT8OID;
+  if (type == "smallint" || type == "pg_catalog.int2") return INT2OID;
+  if (type == "pg_catalog.float8") return FLOAT8OID;
+  return InvalidOid;
 }
 
-void ArmDense(const char *statement) {
-  if (armed) pfree(const_cast<char *>(armed));
-  armed = statement ? MemoryContextStrdup(TopMemoryContext, statement) : nullptr;
+// Whether every column the program reads still has the type it was compiled
+// for (a loss whose text is the same after ALTER TABLE ... TYPE, or a table
+// made again, is not the same loss: registry.cpp). The catalog as this
+// statement sees it; no lock (the dense statement takes its own).
+bool SameColumns(const std::vector<dense_path::ColumnCheck> &checks) {
+  Oid relid = InvalidOid;
+  const std::string *last = nullptr;
+  for (const dense_path::ColumnCheck &c : checks) {
+    if (!last || *last != c.table) {
+      relid = RangeVarGetRelid(makeRangeVarFromNameList(compat::QualifiedNameList(c.table.c_str())), NoLock, true);
+      last = &c.table;
+    }
+    if (!OidIsValid(relid)) return false;
+    List *names = compat::QualifiedNameList(c.column.c_str());
+    if (list_length(names) != 1) return false;
+    AttrNumber a = get_attnum(relid, strVal(linitial(names)));
+    if (a == InvalidAttrNumber || get_atttype(relid, a) != TypeOid(c.type)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+char *DenseStatement(const char *sql) {
+  const std::vector<dense_path::ColumnCheck> *checks = nullptr;
+  const std::string *s = dense_path::StatementFor(sql, &checks);
+  if (!s) return nullptr;
+  if (!SameColumns(*checks)) {
+    ereport(DEBUG1, (errmsg_internal("ddx: the dense program's tables have changed; it is dropped")));
+    dense_path::Forget(sql);
+    return nullptr;
+  }
+  return pstrdup(s->c_str());
+}
+
+const char *ArmDense(const char *statement) {
+  const char *before = armed;
+  armed = statement;
+  return before;
+}
+
+bool IsDensePlan(const Plan *plan) {
+  return plan && IsA(plan, CustomScan) && reinterpret_cast<const CustomScan *>(plan)->methods == &kScanMethods;
 }
 
 void InstallDense() {

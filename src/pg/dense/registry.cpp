@@ -24,11 +24,36 @@ namespace {
 
 struct Kept {
   std::string sql;        // the SQL program's text
+  std::string types;      // the loss's types (Signature)
   std::string statement;  // the dense statement (starts with its id's comment)
   int id = 0;
-  RelP loss;  // what the program's Rel pointers point into
-  std::shared_ptr<const dense::Program> program;
+  dense_path::Compiled compiled;
+  std::vector<dense_path::ColumnCheck> checks;
 };
+
+// The types of every relation's columns and every expression of the loss,
+// in one string. The SQL program's text does not name the types of the
+// columns it reads (t."f" AS c0, a join's $1 = $2): after ALTER TABLE ...
+// TYPE, or a table dropped and made again, a loss has the same text and
+// another meaning, which the program compiled for the old types must not
+// be run for (a review found float8 keys read as the old int8's).
+void Signature(const Expr &e, std::string *out) {
+  *out += "(" + std::to_string(static_cast<int>(e.kind)) + " " + e.type.sql + " " + e.text;
+  for (const ExprP &a : e.args)
+    if (a) Signature(*a, out);
+  *out += ")";
+}
+
+void Signature(const Rel &r, std::string *out) {
+  *out += "[" + std::to_string(static_cast<int>(r.kind)) + " " + r.table;
+  for (const Type &t : r.cols) *out += " " + t.sql;
+  for (const ExprP &e : r.exprs)
+    if (e) Signature(*e, out);
+  if (r.cond) Signature(*r.cond, out);
+  for (const RelP &in : r.inputs)
+    if (in) Signature(*in, out);
+  *out += "]";
+}
 
 std::list<Kept> kept;  // most recently kept first
 int next_id = 1;
@@ -63,10 +88,16 @@ std::string StatementOf(const dense::Program &p, int id) {
 
 std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool reads_params) noexcept {
   try {
+    std::string types;
+    Signature(*loss, &types);
     for (auto it = kept.begin(); it != kept.end(); ++it) {
       if (it->sql != sql) continue;
-      kept.splice(kept.begin(), kept, it);  // (the same text is the same program)
-      return "";
+      if (it->types == types) {
+        kept.splice(kept.begin(), kept, it);  // (the same text and types: the same program)
+        return "";
+      }
+      kept.erase(it);  // (compiled for other types: compiled again, under a new id)
+      break;
     }
     if (reads_params) return "the loss reads a statement parameter";
     std::string why;
@@ -76,10 +107,14 @@ std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool read
       if (s->citus || s->names.size() != s->cols.size()) return "a scan of a Citus table";
     Kept k;
     k.sql = sql;
+    k.types = std::move(types);
     k.id = next_id++;
     k.statement = StatementOf(*p, k.id);
-    k.loss = loss;
-    k.program = p;
+    k.compiled.loss = loss;
+    k.compiled.program = p;
+    for (const Rel *scan : dense::Scans(*p))
+      for (size_t c = 0; c < scan->cols.size(); c++)
+        k.checks.push_back({scan->table, scan->names[c], scan->cols[c].sql});
     kept.push_front(std::move(k));
     if (kept.size() > kMaxKept) kept.pop_back();
     return "";
@@ -90,16 +125,27 @@ std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool read
 
 namespace dense_path {
 
-std::shared_ptr<const dense::Program> ProgramOf(int id) noexcept {
+Compiled ProgramOf(int id) noexcept {
   for (const Kept &k : kept)
-    if (k.id == id) return k.program;
+    if (k.id == id) return k.compiled;
+  return Compiled();
+}
+
+const std::string *StatementFor(const char *sql, const std::vector<ColumnCheck> **checks) noexcept {
+  for (const Kept &k : kept)
+    if (k.sql == sql) {
+      *checks = &k.checks;
+      return &k.statement;
+    }
   return nullptr;
 }
 
-const std::string *StatementFor(const char *sql) noexcept {
-  for (const Kept &k : kept)
-    if (k.sql == sql) return &k.statement;
-  return nullptr;
+void Forget(const char *sql) noexcept {
+  for (auto it = kept.begin(); it != kept.end(); ++it)
+    if (it->sql == sql) {
+      kept.erase(it);
+      return;
+    }
 }
 
 int StatementId(const char *text) noexcept {

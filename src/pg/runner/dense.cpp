@@ -12,6 +12,19 @@
 
 namespace ddx::pg {
 
+namespace {
+
+// Whether `td` is the node's: toid, tid, pidx, g, key.
+bool DenseColumns(TupleDesc td) {
+  static const Oid kTypes[] = {OIDOID, TIDOID, INT4OID, FLOAT8OID, TEXTOID};
+  if (td->natts != 5) return false;
+  for (int i = 0; i < 5; i++)
+    if (TupleDescAttr(td, i)->atttypid != kTypes[i]) return false;
+  return true;
+}
+
+}  // namespace
+
 bool RunDense(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
   // (statement parameters and Citus tables: KeepDenseProgram keeps no
   // program that reads them; the in-place variant exists only for Citus)
@@ -21,15 +34,28 @@ bool RunDense(const ProgramText &prog, MemoryContext owner, ExecResult *out) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ddx: SPI_connect failed");
   int nest = ProgramSettings();
   volatile int rc = 0;
-  ArmDense(statement);
+  volatile bool planned = false;
+  const char *volatile before = ArmDense(statement);
   PG_TRY();
-  { rc = ExecuteProgram(ProgramText{statement, nullptr}, out); }
+  {
+    // (the kept plan, planned now where it is not: with the node on top, or
+    // the statement does not run, which would read every row for nothing)
+    const char *ran = statement;
+    bool pushed = false;
+    SPIPlanPtr plan = KeptPlanFor(ProgramText{statement, nullptr}, 0, nullptr, &ran, &pushed);
+    CachedPlan *cp = SPI_plan_get_cached_plan(plan);
+    if (cp) {
+      planned = list_length(cp->stmt_list) == 1 && IsDensePlan(linitial_node(PlannedStmt, cp->stmt_list)->planTree);
+      ReleaseCachedPlan(cp, CurrentResourceOwner);
+    }
+    if (planned) rc = ExecuteProgram(ProgramText{statement, nullptr}, out);
+  }
   PG_FINALLY();
-  { ArmDense(nullptr); }
+  { ArmDense(before); }
   PG_END_TRY();
   AtEOXact_GUC(true, nest);
   const char *why = "its plan has no dense node";
-  if (rc == SPI_OK_SELECT && SPI_processed >= 1 && SPI_tuptable->tupdesc->natts == 5) {
+  if (planned && rc == SPI_OK_SELECT && SPI_processed >= 1 && DenseColumns(SPI_tuptable->tupdesc)) {
     TupleDesc td = SPI_tuptable->tupdesc;
     HeapTuple first = SPI_tuptable->vals[0];
     bool n_pidx, n_g, n_why;

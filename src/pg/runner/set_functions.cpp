@@ -120,12 +120,12 @@ Datum ddx_explain_program(PG_FUNCTION_ARGS) {
   appendStringInfo(&q, "EXPLAIN (%s) %s", options, dense ? dense : text);
   // not read-only: SPI refuses a utility statement there (CommandIsReadOnly)
   volatile int rc = 0;
-  if (dense) ArmDense(q.data);
+  const char *volatile before = dense ? ArmDense(q.data) : nullptr;
   PG_TRY();
   { rc = SPI_execute(q.data, false, 0); }
   PG_FINALLY();
   {
-    if (dense) ArmDense(nullptr);
+    if (dense) ArmDense(before);
   }
   PG_END_TRY();
   if (rc != SPI_OK_UTILITY && rc != SPI_OK_SELECT) elog(ERROR, "ddx: EXPLAIN failed: %s", SPI_result_code_string(rc));

@@ -96,6 +96,17 @@ RESET work_mem;
 RESET hash_mem_multiplier;
 SELECT * FROM dense_plan($$SELECT grad('bloss', w.val) FROM w$$);
 SELECT * FROM bw_error();
+-- few rows, arrays past the limit: the Gram matrix of 1000 rows is 8 MB
+CREATE TABLE gx (i int PRIMARY KEY, val float8);
+INSERT INTO gx SELECT i, (i % 5 - 2) / 8.0 FROM generate_series(1, 1000) i;
+CREATE VIEW ggloss AS SELECT sum(g * g) AS l FROM (SELECT a.i, b.i AS k, sum(a.val * b.val) AS g FROM gx a, gx b
+                                                  GROUP BY a.i, b.i) gram;
+SET work_mem = '1MB';
+SELECT * FROM dense_plan($$SELECT grad('ggloss', gx.val) FROM gx$$);
+-- dloss/dx[i] = 4 x[i] sum_k x[k]^2 (G = x x', its square summed)
+SELECT count(*) AS rows, max(abs(grad('ggloss', gx.val) - 4 * gx.val * (SELECT sum(val * val) FROM gx))) AS max_error
+  FROM gx;
+RESET work_mem;
 
 -- one table read twice (a Gram matrix): loss = sum_ik G[i, k]^2 with
 -- G = x x'; dloss/dx[i, f] = 4 sum_k G[i, k] x[k, f]
@@ -134,6 +145,39 @@ UPDATE w SET val = -val WHERE j = 2;
 EXECUTE gw;
 ROLLBACK;
 EXECUTE gw;
+
+-- a loss whose text stays the same while its columns' types change is not
+-- the same loss: the program compiled for integer keys must not read
+-- float8 ones (that read 1.25 as 1). A statement parsed again compiles the
+-- loss again (its types differ), and the runner checks the columns' types
+-- before it runs a kept program.
+CREATE TABLE tx (i int, f int, val float8);
+CREATE TABLE tw (f int PRIMARY KEY, val float8);
+INSERT INTO tx SELECT i, f, (i - f) / 8.0 FROM generate_series(1, 4) i, generate_series(1, 3) f;
+INSERT INTO tw SELECT f, f / 4.0 FROM generate_series(1, 3) f;
+CREATE VIEW tl AS SELECT sum(p * p) AS l FROM (SELECT tx.i, sum(tx.val * tw.val) AS p FROM tx JOIN tw ON tx.f = tw.f
+                                               GROUP BY tx.i) q;
+CREATE VIEW tl_want AS SELECT tw.f, (SELECT coalesce(sum(2 * p.p * tx.val), 0) FROM tx JOIN (
+    SELECT tx.i, sum(tx.val * tw2.val) AS p FROM tx JOIN tw tw2 ON tx.f = tw2.f GROUP BY tx.i) p ON p.i = tx.i
+  WHERE tx.f = tw.f) AS g FROM tw;
+PREPARE gt AS SELECT f::float8 AS f, grad('tl', tw.val) AS g FROM tw;
+CREATE TEMP TABLE got AS EXECUTE gt;
+SELECT count(*) AS rows, max(abs(got.g - tl_want.g)) AS max_error FROM got JOIN tl_want USING (f);
+SELECT * FROM dense_plan($$SELECT grad('tl', tw.val) FROM tw$$);
+DROP VIEW tl, tl_want;
+ALTER TABLE tx ALTER f TYPE float8;
+ALTER TABLE tw ALTER f TYPE float8;
+UPDATE tx SET f = f + 0.25 WHERE i > 2;
+CREATE VIEW tl AS SELECT sum(p * p) AS l FROM (SELECT tx.i, sum(tx.val * tw.val) AS p FROM tx JOIN tw ON tx.f = tw.f
+                                               GROUP BY tx.i) q;
+CREATE VIEW tl_want AS SELECT tw.f, (SELECT coalesce(sum(2 * p.p * tx.val), 0) FROM tx JOIN (
+    SELECT tx.i, sum(tx.val * tw2.val) AS p FROM tx JOIN tw tw2 ON tx.f = tw2.f GROUP BY tx.i) p ON p.i = tx.i
+  WHERE tx.f = tw.f) AS g FROM tw;
+DROP TABLE got;
+CREATE TEMP TABLE got AS EXECUTE gt;
+SELECT count(*) AS rows, max(abs(got.g - tl_want.g)) AS max_error FROM got JOIN tl_want USING (f);
+SELECT count(*) AS rows, max(abs(grad('tl', tw.val) - tl_want.g)) AS max_error FROM tw JOIN tl_want USING (f);
+SELECT * FROM dense_plan($$SELECT grad('tl', tw.val) FROM tw$$);
 
 -- against central differences too
 SELECT rows_checked, max_rel_error < 1e-6 AS close FROM ddx_gradcheck('SELECT l FROM dense.loss', 'dense.w', 'val');

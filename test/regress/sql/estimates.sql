@@ -8,6 +8,8 @@ CREATE EXTENSION IF NOT EXISTS ddx;
 CREATE SCHEMA estimates;
 SET search_path = estimates, public;
 \set VERBOSITY terse
+-- (the plans of ddx's SQL programs: not the dense statement, ddx.dense)
+SET ddx.dense = off;
 -- t: 64 × 16 keys, each ten times (ANALYZE samples every row: the
 -- statistics are exact, and PostgreSQL's estimate of t's 1,024 groups of
 -- (i, j) is not clamped to a tenth of its rows); u: 64 keys

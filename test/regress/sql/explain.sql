@@ -4,6 +4,8 @@ CREATE EXTENSION IF NOT EXISTS ddx;
 CREATE SCHEMA explain;
 SET search_path = explain, public;
 \set VERBOSITY terse
+-- (the plans of ddx's SQL programs: not the dense statement, ddx.dense)
+SET ddx.dense = off;
 CREATE TABLE w (f int PRIMARY KEY, val float8);
 CREATE TABLE x (s int, f int, val float8);
 INSERT INTO w VALUES (1, 0.5), (2, -1);
