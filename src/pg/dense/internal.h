@@ -41,7 +41,7 @@ int StatementId(const char *text) noexcept;
 
 // A scan's columns in the dense statement: the first of them is column
 // kFirstValue + Offset(program, scan) of its rows (1-based), integers as
-// int8 and float8 as float8. Columns 1 to 3 are the scan's number, tableoid
+// in their own types (smallint, integer, bigint or float8). Columns 1 to 3 are the scan's number, tableoid
 // and ctid.
 constexpr int kFirstValue = 4;
 int Offset(const ddx::dense::Program &p, size_t scan) noexcept;

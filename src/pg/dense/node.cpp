@@ -78,7 +78,7 @@ struct Held {
   std::vector<std::vector<Oid>> toids;  // per scan, per row
   std::vector<std::vector<ItemPointerData>> tids;
   // per scan: its first column in the child's rows (0-based), and per
-  // column whether it is a key (int8) or a value (float8)
+  // column its kind: a key's width (2, 4 or 8 bytes) or 0, a float8 value
   std::vector<int> first;
   std::vector<std::vector<uint8_t>> keys;
   size_t row_bytes = 0;  // what the rows read take
@@ -170,6 +170,15 @@ void Begin(CustomScanState *node, EState *estate, int eflags) {
   MemoryContextRegisterResetCallback(estate->es_query_cxt, &st->cb);
 }
 
+// The type a column of the translator's spelling `type` has in the catalog.
+Oid TypeOid(const std::string &type) {
+  if (type == "integer" || type == "pg_catalog.int4") return INT4OID;
+  if (type == "bigint" || type == "pg_catalog.int8") return INT8OID;
+  if (type == "smallint" || type == "pg_catalog.int2") return INT2OID;
+  if (type == "pg_catalog.float8") return FLOAT8OID;
+  return InvalidOid;
+}
+
 // A fresh Held for program `id`, or false where it is not kept (or memory
 // ran out).
 bool NewHeld(State *st) noexcept {
@@ -192,7 +201,10 @@ bool NewHeld(State *st) noexcept {
       h->rows[k].val.resize(ncols);
       h->rows[k].null.resize(ncols);
       h->first[k] = kFirstValue - 1 + dense_path::Offset(*p, k);
-      for (const Type &t : scan->cols) h->keys[k].push_back(ddx::dense::IsKeyType(t) ? 1 : 0);
+      for (const Type &t : scan->cols) {
+        Oid type = TypeOid(t.sql);
+        h->keys[k].push_back(type == INT2OID ? 2 : type == INT4OID ? 4 : type == INT8OID ? 8 : 0);
+      }
     }
     return true;
   } catch (...) {
@@ -210,12 +222,17 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
     for (size_t c = 0; c < keys.size(); c++) {
       bool isnull = slot->tts_isnull[first + c];
       Datum d = slot->tts_values[first + c];
-      double v = isnull ? 0.0 : keys[c] ? static_cast<double>(DatumGetInt64(d)) : DatumGetFloat8(d);
+      double v = isnull         ? 0.0
+                 : keys[c] == 8 ? static_cast<double>(DatumGetInt64(d))
+                 : keys[c] == 4 ? static_cast<double>(DatumGetInt32(d))
+                 : keys[c] == 2 ? static_cast<double>(DatumGetInt16(d))
+                                : DatumGetFloat8(d);
       r.val[c].push_back(v);
       r.null[c].push_back(isnull ? 1 : 0);
     }
     r.n++;
     h->row_bytes += keys.size() * (sizeof(double) + 1) + sizeof(Oid) + sizeof(ItemPointerData);
+    if (slot->tts_isnull[1] || slot->tts_isnull[2]) return true;  // (a scan without parameters)
     h->toids[k].push_back(DatumGetObjectId(slot->tts_values[1]));
     h->tids[k].push_back(*reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[2])));
     return true;
@@ -260,8 +277,7 @@ void Compute(State *st) {
     TupleTableSlot *slot = ExecProcNode(child);
     if (TupIsNull(slot)) break;
     slot_getallattrs(slot);
-    if (slot->tts_isnull[0] || slot->tts_isnull[1] || slot->tts_isnull[2])
-      elog(ERROR, "ddx: the dense statement returned a row without its scan");
+    if (slot->tts_isnull[0]) elog(ERROR, "ddx: the dense statement returned a row without its scan");
     if (!Append(st->held, slot)) {
       snprintf(st->why, sizeof st->why, "out of memory for the rows it reads");
       return;
@@ -388,15 +404,6 @@ const CustomExecMethods kExecMethods = {"ddx dense", Begin,   Exec,    End,     
 }  // namespace
 
 namespace {
-
-// The type a column of the translator's spelling `type` has in the catalog.
-Oid TypeOid(const std::string &type) {
-  if (type == "integer" || type == "pg_catalog.int4") return INT4OID;
-  if (type == "bigint" || type == "pg_catalog.int8") return INT8OID;
-  if (type == "smallint" || type == "pg_catalog.int2") return INT2OID;
-  if (type == "pg_catalog.float8") return FLOAT8OID;
-  return InvalidOid;
-}
 
 // Whether every column the program reads still has the type it was compiled
 // for (a loss whose text is the same after ALTER TABLE ... TYPE, or a table

@@ -60,19 +60,23 @@ int next_id = 1;
 constexpr size_t kMaxKept = 64;
 
 // The dense statement of program `p`: one SELECT per scan, of its number,
-// tableoid, ctid and columns, each scan's columns at positions of their own
+// tableoid, ctid (NULL in a scan without parameters) and columns, each scan's columns at positions of their own
 // (NULL in the other scans' rows), in one UNION ALL.
 std::string StatementOf(const dense::Program &p, int id) {
   const std::vector<const Rel *> &scans = dense::Scans(p);
   std::vector<std::string> types;  // per position
   for (const Rel *s : scans)
-    for (const Type &t : s->cols) types.push_back(ddx::dense::IsKeyType(t) ? "int8" : "float8");
+    for (const Type &t : s->cols) types.push_back(t.sql);  // (the columns' own: no cast per row)
   std::string out = "/* ddx dense program " + std::to_string(id) + " */ ";
   for (size_t k = 0; k < scans.size(); k++) {
     const Rel *s = scans[k];
     size_t first = static_cast<size_t>(dense_path::Offset(p, k));
     if (k) out += " UNION ALL ";
-    out += "SELECT " + std::to_string(k) + "::int4, tableoid, ctid";
+    // (a row's tableoid and ctid only where the scan has a parameter: they
+    // name the rows whose gradients the node returns)
+    bool params = false;
+    for (int q : s->param) params = params || q >= 0;
+    out += "SELECT " + std::to_string(k) + (params ? "::int4, tableoid, ctid" : "::int4, NULL::oid, NULL::tid");
     for (size_t j = 0; j < types.size(); j++) {
       if (j >= first && j < first + s->cols.size())
         out += ", " + s->names[j - first] + "::" + types[j];
