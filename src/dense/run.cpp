@@ -703,7 +703,7 @@ struct Runner {
 
 }  // namespace
 
-Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit) {
+Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit, bool (*interrupted)()) {
   Runner run{p, limit, {}, {}, {}, {}, {}, {}, 0};
   Outcome &out = run.out;
   // (a fault too: the dense program evaluates every cell, the SQL program
@@ -721,7 +721,14 @@ Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limi
   if (!run.Positions(rows)) return out;
   run.t.resize(p.nodes.size());
   run.adj.resize(p.nodes.size());
+  auto asked = [&out, interrupted]() {
+    if (!interrupted || !interrupted()) return false;
+    out.interrupted = true;
+    out.why = "interrupted";
+    return true;
+  };
   for (size_t k = 0; k < p.nodes.size(); k++) {
+    if (asked()) return stop();
     const Node &n = p.nodes[k];
     run.adj[k].resize(n.cols.size());
     bool ok = true;
@@ -760,7 +767,7 @@ Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limi
   int last = static_cast<int>(p.nodes.size()) - 1;
   if (!run.AddAll(last, 0, std::vector<double>(1, 1.0), nullptr)) return stop();
   for (int k = last; k >= 0; k--)
-    if (!run.Backward(k)) return stop();
+    if (asked() || !run.Backward(k)) return stop();
   // each scan's parameter columns, read at each row's cell
   for (size_t s = 0; s < p.scans.size(); s++) {
     int k = static_cast<int>(&run.ScanNode(s) - p.nodes.data());

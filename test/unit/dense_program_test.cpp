@@ -151,6 +151,35 @@ TEST(DenseProgram, MatmulLossAndGradientAsTheStatement) {
   }
 }
 
+// An interrupt asked for between steps stops the run (not done, no
+// gradients); one never asked for changes nothing.
+int asked_steps = 0;
+bool AfterThreeSteps() { return ++asked_steps > 3; }
+bool Never() { return false; }
+
+TEST(DenseProgram, InterruptStopsTheRun) {
+  std::mt19937_64 rng(9);
+  auto [x, w] = Data(rng, 9, 3, 2, 0.0);
+  Matmul m = MatmulLoss();
+  std::string why;
+  auto p = Compile(m.loss, &why);
+  ASSERT_TRUE(p) << why;
+  Rows xr = ToRows(x), wr = ToRows(w);
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*p)) in.push_back(s == m.x.get() ? &xr : &wr);
+  asked_steps = 0;
+  Outcome o = ddx::dense::Run(*p, in, 1 << 26, AfterThreeSteps);
+  EXPECT_FALSE(o.done);
+  EXPECT_TRUE(o.interrupted);
+  EXPECT_EQ(asked_steps, 4);
+  EXPECT_TRUE(o.grads.empty());
+  Outcome never = ddx::dense::Run(*p, in, 1 << 26, Never), none = ddx::dense::Run(*p, in, 1 << 26);
+  ASSERT_TRUE(never.done && none.done);
+  EXPECT_EQ(never.loss, none.loss);
+  EXPECT_FALSE(never.interrupted);
+  EXPECT_EQ(never.grads[0].val, none.grads[0].val);
+}
+
 TEST(DenseProgram, GradientAgainstCentralDifferences) {
   std::mt19937_64 rng(2);
   auto [x, w] = Data(rng, 9, 3, 2, 0.2);

@@ -75,6 +75,7 @@ struct Outcome {
   std::vector<ColumnGradient> grads;  // one per parameter column (Rel::param >= 0) of each scan
   size_t bytes = 0;                   // the arrays' peak memory
   int products = 0;                   // groupings computed as matrix products
+  bool interrupted = false;           // stopped because `interrupted` said so (done false)
 };
 
 class Program;
@@ -91,7 +92,10 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why);
 const std::vector<const Rel *> &Scans(const Program &p);
 
 // The loss and its gradients over the scans' rows (rows[i] for Scans(p)[i]),
-// with at most `limit` bytes of arrays.
-Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit);
+// with at most `limit` bytes of arrays. `interrupted`, where given, is asked
+// between the program's steps (a step is one relation's arrays: a few
+// milliseconds at the bench's sizes): true stops the run (the caller's
+// cancel, statement timeout or termination, which it then serves).
+Outcome Run(const Program &p, const std::vector<const Rows *> &rows, size_t limit, bool (*interrupted)() = nullptr);
 
 }  // namespace ddx::dense

@@ -24,9 +24,9 @@
 // bounded by the hash tables' limit (work_mem x hash_mem_multiplier): past
 // it, Run refuses and the SQL program runs.
 //
-// Not yet: the program's own loops do not check for interrupts (a cancel is
-// seen when it returns: ~10 ms at the bench's sizes); EXPLAIN shows the
-// program's scans, not its tensors.
+// Interrupts: the child's scans check them as any scan; the program asks
+// between its steps (Interrupted). Not yet: EXPLAIN shows the program's
+// scans, not its tensors.
 //
 // C-style C++ where PostgreSQL calls are made: no object with a destructor
 // lives in a frame that an error can longjmp over; the C++ work is in
@@ -241,13 +241,18 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
   }
 }
 
+// Whether an interrupt is pending (a cancel, a statement timeout, a
+// termination): Run asks between its steps; the node then serves it
+// (CHECK_FOR_INTERRUPTS). A read of a flag, no PostgreSQL call.
+bool Interrupted() { return InterruptPending; }
+
 // Runs the program over the rows read; the refusal's reason in st->why.
 void RunHeld(State *st, size_t limit) noexcept {
   Held *h = st->held;
   try {
     std::vector<const ddx::dense::Rows *> rows;
     for (const ddx::dense::Rows &r : h->rows) rows.push_back(&r);
-    h->out = ddx::dense::Run(*h->compiled.program, rows, limit);
+    h->out = ddx::dense::Run(*h->compiled.program, rows, limit, Interrupted);
     st->ran = h->out.done;
     st->bytes = h->out.bytes;
     st->products = h->out.products;
@@ -289,6 +294,7 @@ void Compute(State *st) {
     }
   }
   RunHeld(st, limit - st->held->row_bytes);
+  if (st->held->out.interrupted) CHECK_FOR_INTERRUPTS();  // (what does not raise: a refusal)
 }
 
 // The next row into the scan slot, or false when none is left.
