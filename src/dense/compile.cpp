@@ -88,10 +88,97 @@ bool ReadsActive(const Expr &e, const std::vector<Column> &in) {
 
 namespace {
 
+// The columns of an expression, (side, column) of each Col in it.
+void ColsOf(const Expr &e, std::vector<std::pair<int, int>> *out) {
+  if (e.kind == ExprKind::Col) out->push_back({e.side, e.col});
+  for (const ExprP &a : e.args)
+    if (a) ColsOf(*a, out);
+  if (e.test) ColsOf(*e.test, out);
+  if (e.corr) ColsOf(*e.corr, out);
+}
+
+// Which columns of each relation of the loss a reader on the way to the
+// loss reads (the loss's one column; a reader's conditions; a projection's
+// used expressions; a grouping's keys and used aggregates' arguments): the
+// others are neither computed nor read (Column::used). A relation of a kind
+// the program does not take has all its inputs' columns used.
+std::map<const Rel *, std::vector<bool>> Uses(const RelP &loss) {
+  std::vector<const Rel *> order;  // inputs before their readers
+  std::map<const Rel *, std::vector<bool>> use;
+  std::function<void(const Rel *)> visit = [&](const Rel *r) {
+    if (use.count(r)) return;
+    use[r].assign(r->cols.size(), false);
+    for (const RelP &in : r->inputs)
+      if (in) visit(in.get());
+    order.push_back(r);
+  };
+  visit(loss.get());
+  use[loss.get()].assign(loss->cols.size(), true);
+  auto mark = [&](const Rel &r, int side, int col) {
+    if (side < 0 || side >= static_cast<int>(r.inputs.size()) || !r.inputs[side]) return;
+    std::vector<bool> &u = use[r.inputs[side].get()];
+    if (col >= 0 && col < static_cast<int>(u.size())) u[col] = true;
+  };
+  for (size_t i = order.size(); i-- > 0;) {
+    const Rel &r = *order[i];
+    std::vector<bool> &u = use[&r];
+    std::vector<std::pair<int, int>> refs;
+    // (a join's or a filter's condition reads its own output row: those
+    // columns are computed, and so are the inputs' they come from)
+    if (r.cond && (r.kind == RelKind::Join || r.kind == RelKind::Filter)) {
+      std::vector<std::pair<int, int>> own;
+      ColsOf(*r.cond, &own);
+      for (auto [side, col] : own)
+        if (side == 0 && col >= 0 && col < static_cast<int>(u.size())) u[col] = true;
+    } else if (r.cond) {
+      ColsOf(*r.cond, &refs);
+    }
+    switch (r.kind) {
+      case RelKind::Project:
+        for (size_t k = 0; k < r.exprs.size() && k < u.size(); k++)
+          if (u[k] && r.exprs[k]) ColsOf(*r.exprs[k], &refs);
+        break;
+      case RelKind::Filter:
+        for (size_t c = 0; c < u.size(); c++)
+          if (u[c]) refs.push_back({0, static_cast<int>(c)});
+        break;
+      case RelKind::Join: {
+        size_t nl = r.inputs[0] ? r.inputs[0]->cols.size() : 0;
+        for (size_t c = 0; c < u.size(); c++)
+          if (u[c])
+            refs.push_back(c < nl ? std::make_pair(0, static_cast<int>(c))
+                                  : std::make_pair(1, static_cast<int>(c - nl)));
+        break;
+      }
+      case RelKind::Aggregate:
+        for (int k = 0; k < r.nkeys; k++) refs.push_back({0, k});
+        for (size_t a = 0; a < r.aggs.size(); a++)
+          if (r.nkeys + a < u.size() && u[r.nkeys + a]) refs.push_back({0, r.aggs[a].arg});
+        break;
+      case RelKind::Scan:
+        break;
+      default:
+        for (size_t s = 0; s < r.inputs.size(); s++)
+          if (r.inputs[s])
+            for (size_t c = 0; c < r.inputs[s]->cols.size(); c++)
+              refs.push_back({static_cast<int>(s), static_cast<int>(c)});
+    }
+    for (auto [side, col] : refs) mark(r, side, col);
+  }
+  return use;
+}
+
 struct Compiler {
   Program *p;
   std::map<const Rel *, int> seen;
   std::string why;
+  std::map<const Rel *, std::vector<bool>> use;  // (Uses)
+
+  // Whether column c of r is read on the way to the loss.
+  bool Used(const Rel *r, size_t c) const {
+    auto it = use.find(r);
+    return it == use.end() || c >= it->second.size() || it->second[c];
+  }
 
   bool Refuse(const std::string &reason) {
     if (why.empty()) why = reason;
@@ -136,6 +223,8 @@ struct Compiler {
       n.inputs.push_back(k);
     }
     if (!Shape(r, &n)) return -1;
+    for (size_t c = 0; c < n.cols.size(); c++)  // (a value copied from an input: used as this relation uses it)
+      if (n.cols[c].dim < 0) n.cols[c].used = Used(r.get(), c);
     p->nodes.push_back(std::move(n));
     int id = static_cast<int>(p->nodes.size()) - 1;
     seen[r.get()] = id;
@@ -150,10 +239,13 @@ struct Compiler {
           if (IsKeyType(t)) {
             n->cols.push_back({p->NewDim(), false});
             n->dims.push_back(n->cols.back().dim);
-          } else if (IsFloat8(t))
+          } else if (IsFloat8(t)) {
             n->cols.push_back({-1, c < r->param.size() && r->param[c] >= 0});
-          else
+          } else if (!Used(r.get(), c)) {
+            n->cols.push_back({-1, false, false});  // (a column beside the model's: not read)
+          } else {
             return Refuse("a column of type " + t.sql + " in " + r->table);
+          }
         }
         p->scans.push_back(r.get());
         return true;
@@ -180,6 +272,10 @@ struct Compiler {
             n->cols.push_back(mine[e->col]);
             continue;
           }
+          if (!Used(r.get(), n->cols.size())) {
+            n->cols.push_back({-1, false, false});  // (not computed)
+            continue;
+          }
           if (!IsFloat8(e->type)) return Refuse("a projected value of type " + e->type.sql);
           if (!ValueExpr(*e, in)) return false;
           n->cols.push_back({-1, ReadsActive(*e, in.cols)});
@@ -203,6 +299,10 @@ struct Compiler {
           n->cols.push_back({n->from[0][at], false});
         }
         for (const AggCall &a : r->aggs) {
+          if (!Used(r.get(), n->cols.size())) {
+            n->cols.push_back({-1, false, false});  // (not computed: a count beside the loss's sums)
+            continue;
+          }
           if (a.fn != "sum" && a.fn != "avg" && a.fn != "max" && a.fn != "min") return Refuse("the aggregate " + a.fn);
           if (a.arg < 0 || in.cols[a.arg].dim >= 0 || !IsFloat8(r->cols[n->cols.size()]))
             return Refuse("a sum of something other than a float8 value");
@@ -440,7 +540,7 @@ void FindProduct(Program *p, int a, const std::vector<int> &readers) {
 
 std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
   auto p = std::make_shared<Program>();
-  Compiler c{p.get(), {}, ""};
+  Compiler c{p.get(), {}, "", Uses(loss)};
   if (c.Visit(loss) < 0) {
     *why = c.why;
     return nullptr;
@@ -461,5 +561,11 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why) {
 }
 
 const std::vector<const Rel *> &Scans(const Program &p) { return p.scans; }
+
+bool ReadsColumn(const Program &p, const Rel *scan, size_t col) {
+  for (const Node &n : p.nodes)
+    if (n.rel == scan) return col < n.cols.size() && (n.cols[col].dim >= 0 || n.cols[col].used);
+  return false;
+}
 
 }  // namespace ddx::dense

@@ -20,6 +20,11 @@ bool ConstValue(const Expr &e, double *v);
 struct Column {
   int dim = -1;         // >= 0: a coordinate of dim `dim`, one of its node's own
   bool active = false;  // a value that carries gradient: one that reads a parameter column
+  // A value that no reader on the way to the loss reads (Compile's Uses): not
+  // computed, not copied, not checked for NULLs, of any type (a table's text
+  // or timestamp columns beside its keys and values). Keys are always used:
+  // they are the cells.
+  bool used = true;
 };
 
 // Whether e reads an active column of `in` (Column::active): where the SQL

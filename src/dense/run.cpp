@@ -91,7 +91,14 @@ struct Runner {
   // A dim's positions: its class's (dims and their copies share them).
   const Dim &D(int d) const { return dim[static_cast<size_t>(p.Find(d))]; }
 
-  bool Shape(Tensor *x, const std::vector<int> &dims, size_t ncols) {
+  // The value columns of n that are computed (Column::used): its arrays.
+  static size_t Width(const Node &n) {
+    size_t w = 0;
+    for (const Column &c : n.cols) w += c.dim < 0 && c.used;
+    return w;
+  }
+
+  bool Shape(Tensor *x, const std::vector<int> &dims, size_t ncols, size_t width) {
     x->dims = dims;
     x->extent.resize(dims.size());
     x->stride.resize(dims.size());
@@ -102,8 +109,8 @@ struct Runner {
       if (x->extent[i] && x->cells > limit / x->extent[i]) return Refuse("arrays past the memory limit");
       x->cells *= x->extent[i];
     }
-    if (x->cells > limit / (1 + 8 * ncols)) return Refuse("arrays past the memory limit");
-    if (!Take(x->cells * (1 + 8 * ncols))) return false;
+    if (x->cells > limit / (1 + 8 * width)) return Refuse("arrays past the memory limit");
+    if (!Take(x->cells * (1 + 8 * width))) return false;
     x->present.assign(x->cells, 0);
     x->val.assign(ncols, {});
     return true;
@@ -168,6 +175,7 @@ struct Runner {
       const Rows &r = *rows[s];
       for (size_t c = 0; c < n.cols.size(); c++) {
         int d = n.cols[c].dim < 0 ? -1 : p.Find(n.cols[c].dim);
+        if (d < 0 && !n.cols[c].used) continue;  // (not read: its NULLs are no matter)
         for (size_t i = 0; i < r.n; i++)
           if (r.null[c][i]) return Refuse(d >= 0 ? "a NULL key" : "a NULL value");
         if (d < 0) continue;
@@ -243,33 +251,33 @@ struct Runner {
   }
 
   bool ScanForward(const Node &n, const Rows &r, Tensor *x) {
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     for (size_t c = 0; c < n.cols.size(); c++)
-      if (n.cols[c].dim < 0) x->val[c].assign(x->cells, 0.0);
+      if (n.cols[c].dim < 0 && n.cols[c].used) x->val[c].assign(x->cells, 0.0);
     for (size_t i = 0; i < r.n; i++) {
       size_t at;
       if (!Cell(n, r, i, *x, &at)) return Refuse("a scan whose two keys are one dim");
       if (x->present[at]) return Refuse("two rows of " + n.rel->table + " with the same keys");
       x->present[at] = 1;
       for (size_t c = 0; c < n.cols.size(); c++)
-        if (n.cols[c].dim < 0) x->val[c][at] = r.val[c][i];
+        if (n.cols[c].dim < 0 && n.cols[c].used) x->val[c][at] = r.val[c][i];
     }
     return true;
   }
 
   bool JoinForward(const Node &n, Tensor *x) {
     const Tensor &l = t[n.inputs[0]], &r = t[n.inputs[1]];
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     std::vector<size_t> lm, rm;
     if (!Map(*x, n.from[0], &lm) || !Map(*x, n.from[1], &rm)) return false;
     size_t nl = l.val.size();
     for (size_t c = 0; c < n.cols.size(); c++)
-      if (n.cols[c].dim < 0) x->val[c].assign(x->cells, 0.0);
+      if (n.cols[c].dim < 0 && n.cols[c].used) x->val[c].assign(x->cells, 0.0);
     for (size_t c = 0; c < x->cells; c++) {
       if (!l.present[lm[c]] || !r.present[rm[c]]) continue;
       x->present[c] = 1;
       for (size_t k = 0; k < n.cols.size(); k++)
-        if (n.cols[k].dim < 0) x->val[k][c] = k < nl ? l.val[k][lm[c]] : r.val[k - nl][rm[c]];
+        if (n.cols[k].dim < 0 && n.cols[k].used) x->val[k][c] = k < nl ? l.val[k][lm[c]] : r.val[k - nl][rm[c]];
     }
     return ApplyMasks(n.masks, x);
   }
@@ -303,7 +311,7 @@ struct Runner {
 
   bool FilterForward(const Node &n, Tensor *x) {
     const Tensor &in = t[n.inputs[0]];
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     x->present = in.present;
     x->val = in.val;
     return ApplyMasks(n.masks, x);
@@ -354,10 +362,10 @@ struct Runner {
 
   bool ProjectForward(int node, const Node &n, Tensor *x) {
     const Tensor &in = t[n.inputs[0]];
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     x->present = in.present;
     for (size_t k = 0; k < n.rel->exprs.size(); k++) {
-      if (n.cols[k].dim >= 0) continue;
+      if (n.cols[k].dim >= 0 || !n.cols[k].used) continue;
       Fault f = Fault::kNone;
       Kept e;
       e.at = Eval(*n.rel->exprs[k], in, &e.vals, &e.subs, &f);
@@ -379,13 +387,14 @@ struct Runner {
   // later value). avg keeps N per group for the backward (counts).
   bool AggregateForward(int node, const Node &n, Tensor *x) {
     const Tensor &in = t[n.inputs[0]];
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     const Rel &r = *n.rel;
     std::vector<size_t> g;
     if (!Map(in, Preimage(n, in), &g)) return false;
     if (r.nkeys == 0) x->present[0] = 1;  // (no GROUP BY: one row, if no input row)
     std::vector<uint8_t> has(x->cells, 0);
     for (size_t a = 0; a < r.aggs.size(); a++) {
+      if (!n.cols[r.nkeys + a].used) continue;  // (an aggregate no reader reads: not computed)
       // (the function's name compared once, not per cell)
       const bool avg = r.aggs[a].fn == "avg", sum = r.aggs[a].fn == "sum", max = r.aggs[a].fn == "max";
       std::vector<double> &s = x->val[r.nkeys + a];
@@ -483,7 +492,7 @@ struct Runner {
 
   bool ContractForward(const Node &n, Tensor *x) {
     const Product &c = n.product;
-    if (!Shape(x, n.dims, n.cols.size())) return false;
+    if (!Shape(x, n.dims, n.cols.size(), Width(n))) return false;
     Matrix a, b;
     if (!Gather(c.left, c.lcol, c.rows, c.k, false, &a) || !Gather(c.right, c.rcol, c.kr, c.cols, false, &b))
       return false;

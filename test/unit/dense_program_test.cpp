@@ -151,6 +151,46 @@ TEST(DenseProgram, MatmulLossAndGradientAsTheStatement) {
   }
 }
 
+// Columns beside the model's (a text column, a float8 column with NULLs,
+// projected and never read) and an aggregate no reader reads (a count beside
+// the sum): none is computed or checked, and the loss and gradient are the
+// matmul's. (The translator's scans carry every column of their table.)
+TEST(DenseProgram, ColumnsTheLossDoesNotRead) {
+  std::mt19937_64 rng(11);
+  auto [x, w] = Data(rng, 13, 4, 3, 0.2);
+  const ddx::Type text{"pg_catalog.text", false}, bigint{"bigint", false};
+  RelP xs = MakeScan("public.x", {"s", "f", "val", "note", "extra"}, {kInt4, kInt4, kFloat8, text, kFloat8},
+                     {-1, -1, -1, -1, -1});
+  RelP ws = MakeScan("public.w", {"f", "j", "val"}, {kInt4, kInt4, kFloat8}, {-1, -1, 0});
+  RelP j = MakeJoin(xs, ws, JoinKind::Inner, Eq(1, 5));
+  ExprP prod = MakeCall("mul", {MakeCol(2, 0, kFloat8), MakeCol(7, 0, kFloat8)}, kFloat8);
+  RelP p = MakeProject(j, {MakeCol(0, 0, kInt4), MakeCol(6, 0, kInt4), prod, MakeCol(4, 0, kFloat8)});
+  RelP z = MakeAggregate(p, 2, {{"sum", 2}, {"count", -1}}, {kInt4, kInt4, kFloat8, bigint});
+  ExprP f = MakeCall("pow", {MakeCall("tanh", {MakeCol(2, 0, kFloat8)}, kFloat8), MakeConst("('2'::integer)", kInt4)},
+                     kFloat8);
+  RelP loss = MakeAggregate(MakeProject(z, {f}), 0, {{"sum", 0}}, {kFloat8});
+  std::string why;
+  auto prog = Compile(loss, &why);
+  ASSERT_TRUE(prog) << why;
+  Rows xr = ToRows(x), wr = ToRows(w);
+  xr.val.resize(5, std::vector<double>(xr.n, 0.0));
+  xr.null.resize(5, std::vector<uint8_t>(xr.n, 0));
+  for (size_t i = 0; i < xr.n; i++) xr.null[3][i] = xr.null[4][i] = i % 3 == 0;  // (NULLs where not read)
+  std::vector<const Rows *> in;
+  for (const ddx::Rel *s : ddx::dense::Scans(*prog)) in.push_back(s == xs.get() ? &xr : &wr);
+  Outcome o = ddx::dense::Run(*prog, in, 1 << 26);
+  ASSERT_TRUE(o.done) << o.why;
+  auto [want, g] = Oracle(x, w, false);
+  EXPECT_NEAR(o.loss, want, 1e-12 * std::fabs(want));
+  ASSERT_EQ(o.grads.size(), 1u);
+  for (size_t i = 0; i < w.size(); i++) EXPECT_NEAR(o.grads[0].val[i], g[i], 1e-12 * (1 + std::fabs(g[i]))) << i;
+  // the same text column read (a key compared with it): refused, not ignored
+  RelP read = MakeFilter(xs, MakeOpaque("($1 OPERATOR(pg_catalog.=) $2)", "=",
+                                        {MakeCol(3, 0, text), MakeConst("'a'::text", text)}, ddx::kBool));
+  RelP l2 = MakeAggregate(MakeProject(read, {MakeCol(2, 0, kFloat8)}), 0, {{"sum", 0}}, {kFloat8});
+  EXPECT_FALSE(Compile(l2, &why));
+}
+
 // An interrupt asked for between steps stops the run (not done, no
 // gradients); one never asked for changes nothing.
 int asked_steps = 0;

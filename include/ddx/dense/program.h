@@ -91,6 +91,10 @@ std::shared_ptr<const Program> Compile(const RelP &loss, std::string *why);
 // The scans a program reads, in the order Run wants their rows.
 const std::vector<const Rel *> &Scans(const Program &p);
 
+// Whether Run reads column `col` of scan `scan` (a key, or a value on the
+// way to the loss): the others' Rows may be left empty, of any type.
+bool ReadsColumn(const Program &p, const Rel *scan, size_t col);
+
 // The loss and its gradients over the scans' rows (rows[i] for Scans(p)[i]),
 // with at most `limit` bytes of arrays. `interrupted`, where given, is asked
 // between the program's steps (a step is one relation's arrays: a few

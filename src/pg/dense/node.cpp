@@ -78,9 +78,10 @@ struct Held {
   std::vector<std::vector<Oid>> toids;  // per scan, per row
   std::vector<std::vector<ItemPointerData>> tids;
   // per scan: its first column in the child's rows (0-based), and per
-  // column its kind: a key's width (2, 4 or 8 bytes) or 0, a float8 value
+  // column its kind: a key's width (2, 4 or 8 bytes), 0 a float8 value, -1
+  // a column the program does not read (NULL in the statement, left empty)
   std::vector<int> first;
-  std::vector<std::vector<uint8_t>> keys;
+  std::vector<std::vector<int8_t>> keys;
   size_t row_bytes = 0;  // what the rows read take
   ddx::dense::Outcome out;
 };
@@ -201,9 +202,13 @@ bool NewHeld(State *st) noexcept {
       h->rows[k].val.resize(ncols);
       h->rows[k].null.resize(ncols);
       h->first[k] = kFirstValue - 1 + dense_path::Offset(*p, k);
-      for (const Type &t : scan->cols) {
-        Oid type = TypeOid(t.sql);
-        h->keys[k].push_back(type == INT2OID ? 2 : type == INT4OID ? 4 : type == INT8OID ? 8 : 0);
+      for (size_t c = 0; c < ncols; c++) {
+        Oid type = TypeOid(scan->cols[c].sql);
+        h->keys[k].push_back(!ddx::dense::ReadsColumn(*p, scan, c) ? -1
+                             : type == INT2OID                     ? 2
+                             : type == INT4OID                     ? 4
+                             : type == INT8OID                     ? 8
+                                                                   : 0);
       }
     }
     return true;
@@ -217,9 +222,10 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
   try {
     int k = DatumGetInt32(slot->tts_values[0]);
     int first = h->first[k];
-    const std::vector<uint8_t> &keys = h->keys[k];
+    const std::vector<int8_t> &keys = h->keys[k];
     ddx::dense::Rows &r = h->rows[k];
     for (size_t c = 0; c < keys.size(); c++) {
+      if (keys[c] < 0) continue;
       bool isnull = slot->tts_isnull[first + c];
       Datum d = slot->tts_values[first + c];
       double v = isnull         ? 0.0

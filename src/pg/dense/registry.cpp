@@ -65,8 +65,10 @@ constexpr size_t kMaxKept = 64;
 std::string StatementOf(const dense::Program &p, int id) {
   const std::vector<const Rel *> &scans = dense::Scans(p);
   std::vector<std::string> types;  // per position
+  // (the columns' own types: no cast per row; a column the program does not
+  // read is not read here either)
   for (const Rel *s : scans)
-    for (const Type &t : s->cols) types.push_back(t.sql);  // (the columns' own: no cast per row)
+    for (size_t c = 0; c < s->cols.size(); c++) types.push_back(dense::ReadsColumn(p, s, c) ? s->cols[c].sql : "");
   std::string out = "/* ddx dense program " + std::to_string(id) + " */ ";
   for (size_t k = 0; k < scans.size(); k++) {
     const Rel *s = scans[k];
@@ -78,7 +80,9 @@ std::string StatementOf(const dense::Program &p, int id) {
     for (int q : s->param) params = params || q >= 0;
     out += "SELECT " + std::to_string(k) + (params ? "::int4, tableoid, ctid" : "::int4, NULL::oid, NULL::tid");
     for (size_t j = 0; j < types.size(); j++) {
-      if (j >= first && j < first + s->cols.size())
+      if (types[j].empty())
+        out += ", NULL::float8";
+      else if (j >= first && j < first + s->cols.size())
         out += ", " + s->names[j - first] + "::" + types[j];
       else
         out += ", NULL::" + types[j];
@@ -118,7 +122,7 @@ std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool read
     k.compiled.program = p;
     for (const Rel *scan : dense::Scans(*p))
       for (size_t c = 0; c < scan->cols.size(); c++)
-        k.checks.push_back({scan->table, scan->names[c], scan->cols[c].sql});
+        if (dense::ReadsColumn(*p, scan, c)) k.checks.push_back({scan->table, scan->names[c], scan->cols[c].sql});
     kept.push_front(std::move(k));
     if (kept.size() > kMaxKept) kept.pop_back();
     return "";

@@ -118,6 +118,16 @@ SELECT count(*) AS rows,
                                             WHERE gram.i = x.i AND b.f = x.f))) AS max_error
   FROM x;
 
+-- columns beside the model's (text, a timestamp, a float8 that is NULL)
+-- and an aggregate the loss does not read (a count): not read, so no
+-- refusal; the same closed form as the plain tables'
+CREATE TABLE xw (i int, f int, val float8, note text, at timestamptz, spare float8, PRIMARY KEY (i, f));
+INSERT INTO xw SELECT i, f, val, 'row ' || i, now(), NULL FROM x;
+CREATE VIEW lossw AS SELECT sum(z * z) / 2 AS l FROM (SELECT xw.i, w.j, sum(xw.val * w.val) AS z, count(*) AS n
+                                                      FROM xw JOIN w ON xw.f = w.f GROUP BY xw.i, w.j) q;
+SELECT * FROM dense_plan($$SELECT grad('lossw', w.val) FROM w$$);
+SELECT count(*) AS rows, max(abs(grad('lossw', w.val) - want_w.g)) AS max_error FROM w JOIN want_w USING (f, j);
+
 -- a parameter table with a child: rows of both, told apart by their
 -- tableoid (the first row of each is at ctid (0,1))
 CREATE TABLE wp (f int, j int, val float8);
