@@ -224,8 +224,10 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
     int first = h->first[k];
     const std::vector<int8_t> &keys = h->keys[k];
     ddx::dense::Rows &r = h->rows[k];
+    size_t read = 0;
     for (size_t c = 0; c < keys.size(); c++) {
       if (keys[c] < 0) continue;
+      read++;
       bool isnull = slot->tts_isnull[first + c];
       Datum d = slot->tts_values[first + c];
       double v = isnull         ? 0.0
@@ -237,7 +239,7 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
       r.null[c].push_back(isnull ? 1 : 0);
     }
     r.n++;
-    h->row_bytes += keys.size() * (sizeof(double) + 1) + sizeof(Oid) + sizeof(ItemPointerData);
+    h->row_bytes += read * (sizeof(double) + 1) + sizeof(Oid) + sizeof(ItemPointerData);
     if (slot->tts_isnull[1] || slot->tts_isnull[2]) return true;  // (a scan without parameters)
     h->toids[k].push_back(DatumGetObjectId(slot->tts_values[1]));
     h->tids[k].push_back(*reinterpret_cast<ItemPointer>(DatumGetPointer(slot->tts_values[2])));
