@@ -249,10 +249,16 @@ bool Append(Held *h, TupleTableSlot *slot) noexcept {
   }
 }
 
-// Whether an interrupt is pending (a cancel, a statement timeout, a
-// termination): Run asks between its steps; the node then serves it
-// (CHECK_FOR_INTERRUPTS). A read of a flag, no PostgreSQL call.
-bool Interrupted() { return InterruptPending; }
+// Whether an interrupt that ends the statement is pending and can be served
+// now (a cancel or a statement timeout, a termination): Run asks between its
+// steps, and the node then serves it (CHECK_FOR_INTERRUPTS). Not any
+// pending interrupt: a barrier, a client connection check or a memory
+// context dump is served by the executor's next check, and stopping for one
+// sent every run with client_connection_check_interval set back to the SQL
+// program (a review). Reads of flags, no PostgreSQL call.
+bool Interrupted() {
+  return InterruptPending && (QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED();
+}
 
 // Runs the program over the rows read; the refusal's reason in st->why.
 void RunHeld(State *st, size_t limit) noexcept {
@@ -347,6 +353,8 @@ bool NextRow(State *st, Datum *v, bool *n) {
       size_t k = 0;
       while (k < scans.size() && scans[k] != g.scan) k++;
       size_t r = st->row++;
+      if (k == scans.size() || r >= h->toids[k].size())  // (by construction never: an error, not a crash)
+        elog(ERROR, "ddx: the dense program's gradient of a row it did not read");
       v[0] = ObjectIdGetDatum(h->toids[k][r]);
       v[1] = PointerGetDatum(&h->tids[k][r]);
       v[2] = Int32GetDatum(g.scan->param[g.col]);
@@ -378,6 +386,8 @@ void ReScan(CustomScanState *node) {
   FreeHeld(st);
   st->computed = false;
   st->rows_read = 0;
+  st->bytes = 0;
+  st->products = 0;
   PlanState *child = static_cast<PlanState *>(linitial(node->custom_ps));
   if (!child->chgParam) ExecReScan(child);
 }
@@ -428,7 +438,10 @@ bool SameColumns(const std::vector<dense_path::ColumnCheck> &checks) {
   const std::string *last = nullptr;
   for (const dense_path::ColumnCheck &c : checks) {
     if (!last || *last != c.table) {
-      relid = RangeVarGetRelid(makeRangeVarFromNameList(compat::QualifiedNameList(c.table.c_str())), NoLock, true);
+      // (the lock the dense statement takes anyway, taken before the check:
+      // no ALTER between them)
+      relid =
+          RangeVarGetRelid(makeRangeVarFromNameList(compat::QualifiedNameList(c.table.c_str())), AccessShareLock, true);
       last = &c.table;
     }
     if (!OidIsValid(relid)) return false;

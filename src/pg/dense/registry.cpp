@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <list>
+#include <map>
 #include <string>
 
 #include "ddx/pg/dense.h"
@@ -44,20 +45,32 @@ void Signature(const Expr &e, std::string *out) {
   *out += ")";
 }
 
-void Signature(const Rel &r, std::string *out) {
+// (each relation spelled once, then named by its number: a relation read
+// by several readers, a CTE, is one Rel of the DAG, and spelling it out per
+// reader grew the string exponentially with the GPT's layers, a review
+// found: minutes of parsing, gigabytes, with ddx.dense off)
+void Signature(const Rel &r, std::string *out, std::map<const Rel *, size_t> *seen) {
+  auto it = seen->find(&r);
+  if (it != seen->end()) {
+    *out += "[@" + std::to_string(it->second) + "]";
+    return;
+  }
+  size_t me = seen->size();
+  (*seen)[&r] = me;
   *out += "[" + std::to_string(static_cast<int>(r.kind)) + " " + r.table;
   for (const Type &t : r.cols) *out += " " + t.sql;
   for (const ExprP &e : r.exprs)
     if (e) Signature(*e, out);
   if (r.cond) Signature(*r.cond, out);
   for (const RelP &in : r.inputs)
-    if (in) Signature(*in, out);
+    if (in) Signature(*in, out, seen);
   *out += "]";
 }
 
 std::list<Kept> kept;  // most recently kept first
 int next_id = 1;
 constexpr size_t kMaxKept = 64;
+constexpr size_t kMaxColumns = 1664;  // (MaxTupleAttributeNumber: a target list's limit)
 
 // The dense statement of program `p`: one SELECT per scan, of its number,
 // tableoid, ctid (NULL in a scan without parameters) and columns, each scan's columns at positions of their own
@@ -97,7 +110,8 @@ std::string StatementOf(const dense::Program &p, int id) {
 std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool reads_params) noexcept {
   try {
     std::string types;
-    Signature(*loss, &types);
+    std::map<const Rel *, size_t> seen;
+    Signature(*loss, &types, &seen);
     for (auto it = kept.begin(); it != kept.end(); ++it) {
       if (it->sql != sql) continue;
       if (it->types == types) {
@@ -111,8 +125,12 @@ std::string KeepDenseProgram(const std::string &sql, const RelP &loss, bool read
     std::string why;
     std::shared_ptr<const dense::Program> p = dense::Compile(loss, &why);
     if (!p) return why;
-    for (const Rel *s : dense::Scans(*p))
+    size_t width = 3;  // (the dense statement's columns: PostgreSQL's limit is 1664)
+    for (const Rel *s : dense::Scans(*p)) {
       if (s->citus || s->names.size() != s->cols.size()) return "a scan of a Citus table";
+      width += s->cols.size();
+    }
+    if (width > kMaxColumns) return "more columns than one statement's row holds";
     Kept k;
     k.sql = sql;
     k.types = std::move(types);

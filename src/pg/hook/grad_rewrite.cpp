@@ -137,7 +137,9 @@ Programs BuildPrograms(const Groups &gs, size_t g, const GradCall &first, const 
   if (ReadsCitusData(loss)) out.in_place = BuildGradientProgram(loss, CitusPlacement::InPlace, node).sql;
   out.extern_params = tr.ExternParams();
   // the same loss on dense arrays, where it compiles (ddx/pg/dense.h)
-  if (out.in_place.empty() && !ReadsCitusData(loss)) {
+  // (only under ddx.dense: the setting as the statement is parsed; a kept
+  // statement parsed with it off runs the SQL program)
+  if (dense_enabled && out.in_place.empty() && !ReadsCitusData(loss)) {
     std::string why = KeepDenseProgram(out.sql, loss, !out.extern_params.empty());
     if (!why.empty())
       PgCall([&] { ereport(DEBUG1, (errmsg_internal("ddx: no dense program for this loss: %s", why.c_str()))); });

@@ -189,6 +189,22 @@ SELECT count(*) AS rows, max(abs(got.g - tl_want.g)) AS max_error FROM got JOIN 
 SELECT count(*) AS rows, max(abs(grad('tl', tw.val) - tl_want.g)) AS max_error FROM tw JOIN tl_want USING (f);
 SELECT * FROM dense_plan($$SELECT grad('tl', tw.val) FROM tw$$);
 
+-- a loss whose CTEs each read the one before twice: a DAG of 22 levels,
+-- each relation one Rel read by two readers. Keeping its program is linear
+-- in its relations (a review found the types' signature spelled each
+-- relation once per path to it: 2^22 times, minutes and gigabytes, with
+-- ddx.dense off too). PREPARE parses it: the hook runs, nothing executes.
+CREATE TABLE w2 (i int PRIMARY KEY, val float8);
+SELECT format('PREPARE chain AS WITH c0 AS (SELECT i, val AS v FROM dense.w2), %s, '
+              'loss AS (SELECT sum(v) AS l FROM c22) SELECT grad(''loss'', w2.val) FROM dense.w2',
+              string_agg(format('c%s AS (SELECT a.i, a.v * b.v AS v FROM c%s a JOIN c%s b ON a.i = b.i)', n, n - 1, n - 1),
+                         ', ' ORDER BY n)) AS chain
+  FROM generate_series(1, 22) n \gset
+SELECT clock_timestamp() AS t0 \gset
+:chain;
+SELECT clock_timestamp() - :'t0' < interval '5 seconds' AS parsed_quickly;
+DEALLOCATE chain;
+
 -- against central differences too
 SELECT rows_checked, max_rel_error < 1e-6 AS close FROM ddx_gradcheck('SELECT l FROM dense.loss', 'dense.w', 'val');
 
